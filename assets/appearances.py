@@ -1,0 +1,269 @@
+"""Stage 4: recover where each claim appeared (social posts, archived copies) and download the candidate media."""
+
+import re
+from urllib.parse import unquote, urljoin, urlsplit
+
+import dagster as dg
+import lxml.html
+
+from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from assets.media import MediaError, MediaStore
+from dagster_project.config import PipelineResource
+from dagster_project.resources.store import StoreResource
+from dagster_project.resources.web import WebResource
+from schemas.records import Appearance, Article, ClaimAppearances, Medium, TrustedReview
+
+STAGE = "appearances"
+
+PLATFORMS = {
+    "x": ("twitter.com", "x.com", "mobile.twitter.com"),
+    "facebook": ("facebook.com", "fb.watch", "m.facebook.com"),
+    "instagram": ("instagram.com",),
+    "tiktok": ("tiktok.com", "vm.tiktok.com"),
+    "youtube": ("youtube.com", "youtu.be", "m.youtube.com"),
+    "telegram": ("t.me", "telegram.me"),
+    "bluesky": ("bsky.app",),
+    "whatsapp": ("wa.me", "whatsapp.com", "chat.whatsapp.com"),
+    "vk": ("vk.com",),
+    "weibo": ("weibo.com",),
+}
+# What a post (not a profile or a home page) looks like on each platform.
+POST_PATH = {
+    "x": re.compile(r"^/[^/]+/status(es)?/\d+"),
+    "facebook": re.compile(r"/(posts|videos|photos|permalink|story|watch|reel|share)[/.]|story_fbid=|/photo\.php|fbid="),
+    "instagram": re.compile(r"^/(p|reel|tv)/[\w-]+"),
+    "tiktok": re.compile(r"/video/\d+|^/t/\w+|^/\w{6,}/?$"),
+    "youtube": re.compile(r"^/(watch|shorts/|embed/|live/)|^/[\w-]{11}$"),
+    "telegram": re.compile(r"^/[\w_]+/\d+"),
+    "bluesky": re.compile(r"^/profile/[^/]+/post/\w+"),
+    "whatsapp": re.compile(r".+"),
+    "vk": re.compile(r"wall-?\d+_\d+|video-?\d+_\d+"),
+    "weibo": re.compile(r"^/\d+/\w+"),
+}
+ARCHIVE_TODAY = ("archive.today", "archive.ph", "archive.is", "archive.li", "archive.md", "archive.fo", "archive.vn")
+SHORTENERS = ("t.co", "bit.ly", "ow.ly", "tinyurl.com", "buff.ly", "fb.me", "goo.gl", "is.gd", "rb.gy", "shorturl.at", "lnkd.in", "dlvr.it")
+
+
+def _host(url: str) -> str:
+    host = (urlsplit(url).hostname or "").lower()
+    return host[4:] if host.startswith("www.") else host
+
+
+def _host_in(host: str, domains: tuple[str, ...]) -> bool:
+    return any(host == d or host.endswith("." + d) for d in domains)
+
+
+def platform_of(url: str) -> str:
+    host = _host(url)
+    for name, domains in PLATFORMS.items():
+        if _host_in(host, domains):
+            return name
+    return "other"
+
+
+def is_post(url: str) -> bool:
+    """A link to a post on a known platform (profiles and home pages are not appearances)."""
+    platform = platform_of(url)
+    if platform == "other":
+        return False
+    parts = urlsplit(url)
+    return bool(POST_PATH[platform].search(parts.path + ("?" + parts.query if parts.query else "")))
+
+
+def archive_kind(url: str) -> str:
+    host = _host(url)
+    if host == "web.archive.org":
+        return "wayback"
+    if _host_in(host, ARCHIVE_TODAY):
+        return "archive_today"
+    if host == "perma.cc":
+        return "perma"
+    if _host_in(host, ("ghostarchive.org",)):
+        return "ghostarchive"
+    return ""
+
+
+def original_from_archive_url(url: str) -> str:
+    """The original URL when the archive link spells it out (Wayback, archive.today long links, ghostarchive search)."""
+    match = re.search(r"/(?:web|save)/(?:\d{1,14}[a-z_]*/)?(https?:/{1,2}.+)$", url)
+    if match and archive_kind(url) == "wayback":
+        return re.sub(r"^(https?:)/+", r"\1//", match.group(1))
+    match = re.search(r"/(?:\d{14}|newest|oldest)/(https?://.+)$", url)
+    if match and archive_kind(url) == "archive_today":
+        return match.group(1)
+    match = re.search(r"[?&]term=(https?[^&]+)", url)
+    if match and archive_kind(url) == "ghostarchive":
+        return unquote(match.group(1))
+    return ""
+
+
+def original_from_archive_page(html: str, base_url: str) -> str:
+    """Short archive codes (archive.ph/AbCd1, perma.cc/XXXX-XXXX) are resolved from the archived page itself."""
+    doc = lxml.html.fromstring(html)
+    for xpath in (
+        "//input[@id='SHARE_LONGLINK']/@value",
+        "//meta[@property='og:url']/@content",
+        "//link[@rel='canonical']/@href",
+    ):
+        for value in doc.xpath(xpath):
+            candidate = original_from_archive_url(value) or value
+            if candidate.startswith("http") and not archive_kind(candidate):
+                return candidate
+    for href in doc.xpath("//a/@href"):
+        url = urljoin(base_url, href)
+        if is_post(url):
+            return url
+    return ""
+
+
+def candidate_links(review: TrustedReview, article: Article) -> list[str]:
+    """ClaimReview appearances first, then the article's post, archive and short links, in page order."""
+    out = list(review.appearance_urls)
+    for link in article.links:
+        host = _host(link)
+        if is_post(link) or archive_kind(link) or (host in SHORTENERS and urlsplit(link).path.strip("/")):
+            out.append(link)
+    return list(dict.fromkeys(out))
+
+
+def page_media(html: str, base_url: str) -> tuple[str, list[str]]:
+    """The post's text and media URLs from Open Graph / Twitter cards and inline media."""
+    doc = lxml.html.fromstring(html)
+
+    def meta(*names: str) -> list[str]:
+        return [
+            v.strip()
+            for n in names
+            for v in doc.xpath(f"//meta[@property='{n}' or @name='{n}']/@content")
+            if v.strip()
+        ]
+
+    text = " ".join((meta("og:description", "twitter:description") or meta("og:title", "twitter:title") or [""])[:1])
+    urls = meta("og:video", "og:video:url", "og:video:secure_url", "twitter:player:stream")
+    urls += doc.xpath("//video/@src | //video/source/@src")
+    urls += meta("og:image", "og:image:url", "twitter:image", "twitter:image:src")
+    return text, list(dict.fromkeys(urljoin(base_url, u) for u in urls))
+
+
+class Recoverer:
+    """Fetches appearances (original first, archive as fallback) and stores their media."""
+
+    def __init__(self, web: WebResource, media: MediaStore, pipeline: PipelineResource):
+        self.web, self.media, self.pipeline = web, media, pipeline
+
+    def download(self, url: str, origin: str, alt: str = "", caption: str = "") -> tuple[Medium | None, str]:
+        result = self.web.fetch(url)
+        if not result.ok:
+            return None, f"fetch_failed:{result.error or result.status}"
+        try:
+            stored = self.media.put(result.content, result.content_type)
+        except MediaError as err:
+            return None, f"media:{err.code}"
+        return Medium(
+            medium_id=stored.sha256, kind=stored.kind, path=stored.path, width=stored.width, height=stored.height,
+            phash=stored.phash, source_url=url, origin=origin, alt=alt, caption=caption,
+            frame_paths=list(stored.frame_paths),
+        ), ""
+
+    def resolve(self, link: str) -> tuple[str, str]:
+        """(original URL, archive URL) for a candidate link; short links are expanded."""
+        if _host(link) in SHORTENERS:
+            result = self.web.fetch(link)
+            link = result.final_url if result.final_url != link and (result.ok or result.redirects) else link
+        if not archive_kind(link):
+            return link, ""
+        original = original_from_archive_url(link)
+        if not original:
+            page = self.web.fetch(link)
+            original = original_from_archive_page(page.text(), page.final_url) if page.ok else ""
+        return original, link
+
+    def recover(self, link: str) -> tuple[Appearance, list[Medium]]:
+        original, archive = self.resolve(link)
+        appearance = Appearance(url=link, original_url=original or link, platform=platform_of(original or link))
+        errors = []
+        for url in [u for u in (original, archive) if u]:
+            page = self.web.fetch(url)
+            if not page.ok:
+                errors.append(f"fetch_failed:{page.error or page.status}")
+                continue
+            if page.content_type.startswith(("image/", "video/")):
+                medium, err = self.download(page.final_url, "appearance")
+                media = [medium] if medium else []
+                text = ""
+            else:
+                text, urls = page_media(page.text(), page.final_url)
+                media = []
+                for media_url in urls[: self.pipeline.max_candidate_media]:
+                    medium, err = self.download(media_url, "appearance")
+                    if medium:
+                        media.append(medium)
+            appearance.status, appearance.fetched_url, appearance.text = "ok", url, text
+            return appearance, media
+        appearance.error = ";".join(errors) or "unresolved_archive"
+        return appearance, []
+
+
+def recover_claim(review: TrustedReview, article: Article, recoverer: Recoverer, pipeline: PipelineResource) -> ClaimAppearances:
+    """At most ``max_appearances`` usable appearances, then the article's own images as further candidates."""
+    appearances, media, seen_originals = [], [], set()
+    for link in candidate_links(review, article):
+        if sum(a.status == "ok" for a in appearances) >= pipeline.max_appearances:
+            break
+        appearance, found = recoverer.recover(link)
+        if appearance.original_url in seen_originals:
+            continue  # an archived copy of a post we already have
+        seen_originals.add(appearance.original_url)
+        appearances.append(appearance)
+        media.extend(found)
+    for image in article.images:
+        if len(media) >= pipeline.max_candidate_media:
+            break
+        medium, _ = recoverer.download(image.src, "article", image.alt, image.caption)
+        if medium:
+            media.append(medium)
+    unique = list({m.medium_id: m for m in media}.values())
+    return ClaimAppearances(**review.model_dump(), appearances=appearances, media=unique)
+
+
+def recover_all(
+    reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, pipeline: PipelineResource, log=None
+) -> tuple[list[ClaimAppearances], StageYield]:
+    by_id = {r.review_id: r for r in reviews}
+    stats, out = StageYield(len(articles)), []
+    for i, article in enumerate(articles, 1):
+        claim = recover_claim(by_id[article.review_id], article, recoverer, pipeline)
+        usable = [a for a in claim.appearances if a.status == "ok"]
+        for a in usable:
+            stats.extra[f"platform/{a.platform}"] = int(stats.extra.get(f"platform/{a.platform}", 0)) + 1
+        if usable or not pipeline.require_appearance:
+            out.append(claim)
+        else:
+            stats.drop("appearances_unreachable" if claim.appearances else "no_appearance_found")
+        if log and (i % 25 == 0 or i == len(articles)):
+            log.info(f"appearances: {i}/{len(articles)} claims, {len(out)} kept")
+    return out, stats
+
+
+@dg.asset(
+    partitions_def=PARTITIONS,
+    group_name="scraping",
+    kinds={"python", "parquet"},
+    deps=["articles", "trusted_reviews"],
+    pool="web",
+    description="Stage 4: original posts and archived copies (max 2 usable per claim) and their downloaded media.",
+)
+def appearances(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
+) -> dg.MaterializeResult:
+    quarter = quarter_of_context(context)
+    recoverer = Recoverer(web, MediaStore(store.media_root), pipeline)
+    out, stats = recover_all(
+        load_upstream(store, "trusted_reviews", quarter, TrustedReview),
+        load_upstream(store, "articles", quarter, Article),
+        recoverer,
+        pipeline,
+        context.log,
+    )
+    stats.extra["media"] = sum(len(c.media) for c in out)
+    return finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats)

@@ -1,0 +1,174 @@
+"""Stage 3: fetch each fact-check page, extract the article text, its images, video links and outbound links."""
+
+import json
+import re
+from urllib.parse import urljoin, urlsplit
+
+import dagster as dg
+import lxml.html
+import trafilatura
+
+from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from dagster_project.config import PipelineResource
+from dagster_project.resources.store import StoreResource
+from dagster_project.resources.web import WebResource
+from schemas.records import Article, ImageRef, TrustedReview
+
+STAGE = "articles"
+
+WALL_PATTERNS = {
+    "bot_wall": re.compile(
+        r"verify (that )?you are (a )?human|are you a robot|captcha|checking your browser|"
+        r"enable javascript and cookies to continue|access denied|attention required",
+        re.I,
+    ),
+    "paywall": re.compile(
+        r"subscribe to (continue|read)|this (article|content) is for subscribers|"
+        r"already a subscriber\?|to continue reading,? (please )?(subscribe|log in)",
+        re.I,
+    ),
+}
+VIDEO_HOSTS = ("youtube.com", "youtu.be", "vimeo.com", "dailymotion.com", "tiktok.com", "facebook.com/watch")
+VIDEO_EXT = re.compile(r"\.(mp4|webm|mov|m4v)(\?|$)", re.I)
+SKIP_IMAGE = re.compile(r"\.svg(\?|$)|^data:|/(logo|icon|sprite|avatar|badge)[^/]*$", re.I)
+
+
+def detect_wall(html: str, text_chars: int) -> str:
+    """A paywall or bot wall leaves little text and says so; such pages are recorded, not silently dropped."""
+    if text_chars >= 3000:
+        return ""  # a full article that merely mentions "captcha" is not a wall
+    for reason, pattern in WALL_PATTERNS.items():
+        if pattern.search(html):
+            return reason
+    return ""
+
+
+def _largest_srcset(srcset: str) -> str:
+    best, best_w = "", -1
+    for part in srcset.split(","):
+        bits = part.strip().split()
+        if not bits:
+            continue
+        width = int(re.sub(r"\D", "", bits[1]) or 0) if len(bits) > 1 else 0
+        if width > best_w:
+            best, best_w = bits[0], width
+    return best
+
+
+def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], list[str]]:
+    """Images (src or the largest srcset entry, alt, figure caption), video links, and all outbound links."""
+    doc = lxml.html.fromstring(html)
+    images, seen = [], set()
+    for img in doc.iter("img"):
+        src = _largest_srcset(img.get("srcset", "")) or img.get("src") or img.get("data-src") or ""
+        src = urljoin(base_url, src.strip()) if src.strip() else ""
+        if not src or src in seen or SKIP_IMAGE.search(src):
+            continue
+        width = re.sub(r"\D", "", img.get("width") or "")
+        if width and int(width) < 100:
+            continue  # icons and badges
+        seen.add(src)
+        figure = next((a for a in img.iterancestors("figure")), None)
+        caption = ""
+        if figure is not None:
+            caption = " ".join(" ".join(c.itertext()).split() for c in figure.iter("figcaption"))
+        images.append(ImageRef(src=src, alt=(img.get("alt") or "").strip(), caption=caption))
+    videos = []
+    for el in doc.xpath("//video[@src] | //video/source[@src] | //iframe[@src] | //meta[@property='og:video']"):
+        src = urljoin(base_url, (el.get("src") or el.get("content") or "").strip())
+        if VIDEO_EXT.search(src) or any(h in src for h in VIDEO_HOSTS):
+            videos.append(src)
+    links = []
+    for a in doc.iter("a"):
+        href = (a.get("href") or "").strip()
+        if href and not href.startswith(("#", "mailto:", "javascript:", "tel:")):
+            url = urljoin(base_url, href).split("#")[0]
+            links.append(url)
+            if VIDEO_EXT.search(url):
+                videos.append(url)
+    return images, list(dict.fromkeys(videos)), list(dict.fromkeys(links))
+
+
+def extract_article(html: str, url: str) -> dict:
+    """Main text and metadata with trafilatura; the page's lang attribute backs up the language."""
+    extracted = trafilatura.extract(
+        html, url=url, output_format="json", with_metadata=True, include_comments=False, favor_precision=True
+    )
+    data = json.loads(extracted) if extracted else {}
+    language = data.get("language") or ""
+    if not language:
+        match = re.search(r"<html[^>]*\blang=[\"']?([A-Za-z-]+)", html[:5000], re.I)
+        language = match.group(1).split("-")[0].lower() if match else ""
+    return {
+        "text": (data.get("text") or "").strip(),
+        "title": data.get("title") or "",
+        "published": data.get("date") or "",
+        "language": language,
+    }
+
+
+def build_article(review: TrustedReview, final_url: str, html: str, pipeline: PipelineResource) -> tuple[Article | None, str]:
+    """Apply the reference length rules and the wall detection; (article, "") or (None, reason)."""
+    if len(html) < pipeline.min_raw_chars:
+        wall = detect_wall(html, 0)
+        return None, wall or "raw_page_too_short"
+    fields = extract_article(html, final_url)
+    wall = detect_wall(html, len(fields["text"]))
+    if wall:
+        return None, wall
+    if len(fields["text"]) < pipeline.min_article_chars:
+        return None, "article_too_short"
+    if len(fields["text"]) > pipeline.max_article_chars:
+        return None, "article_too_long"
+    images, videos, links = collect_media(html, final_url)
+    own_host = urlsplit(final_url).hostname or ""
+    return Article(
+        review_id=review.review_id,
+        review_url=review.review_url,
+        final_url=final_url,
+        raw_chars=len(html),
+        images=images,
+        video_urls=videos,
+        links=[link for link in links if (urlsplit(link).hostname or "") != own_host],
+        **fields,
+    ), ""
+
+
+def scrape(reviews: list[TrustedReview], web: WebResource, pipeline: PipelineResource, log=None) -> tuple[list[Article], StageYield]:
+    stats, articles = StageYield(len(reviews)), []
+    for i, review in enumerate(reviews, 1):
+        result = web.fetch(review.review_url)
+        if not result.ok:
+            stats.drop(f"fetch_failed:{result.error or result.status}")
+            continue
+        if "html" not in result.content_type and result.content_type:
+            stats.drop("not_html")
+            continue
+        article, reason = build_article(review, result.final_url, result.text(), pipeline)
+        if article is None:
+            stats.drop(reason)
+        else:
+            articles.append(article)
+        if log and (i % 25 == 0 or i == len(reviews)):
+            log.info(f"articles: {i}/{len(reviews)} pages, {len(articles)} kept")
+    return articles, stats
+
+
+@dg.asset(
+    partitions_def=PARTITIONS,
+    group_name="scraping",
+    kinds={"python", "parquet"},
+    deps=["trusted_reviews"],
+    pool="web",
+    description="Stage 3: fact-check article text (trafilatura), images, video links; walls recorded with a reason.",
+)
+def articles(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
+) -> dg.MaterializeResult:
+    quarter = quarter_of_context(context)
+    reviews = load_upstream(store, "trusted_reviews", quarter, TrustedReview)
+    kept, stats = scrape(reviews, web, pipeline, context.log)
+    log = web.fetch_log()
+    stats.extra["fetches"] = len(log)
+    stats.extra["fetch_success_rate"] = round(sum(1 for f in log if f.get("status") == 200) / len(log), 3) if log else 0.0
+    return finish_stage(context, store, STAGE, quarter, kept, Article, stats)

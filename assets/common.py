@@ -1,0 +1,83 @@
+"""What every stage asset shares: reading the upstream table, writing its own, and reporting its yield."""
+
+import hashlib
+import json
+from collections import Counter
+from typing import Iterable
+
+import dagster as dg
+from pydantic import BaseModel
+
+from dagster_project.partitions import quarterly_partitions, to_label
+from dagster_project.resources.store import StoreResource
+from schemas.frames import from_frame, to_frame
+from schemas.records import QuarantineRecord
+
+PARTITIONS = quarterly_partitions
+
+
+def stable_id(*parts: str, length: int = 16) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:length]
+
+
+def quarter_of_context(context: dg.AssetExecutionContext) -> str:
+    return to_label(context.partition_key)
+
+
+def load_upstream(store: StoreResource, asset: str, quarter: str, model: type[BaseModel]) -> list:
+    """Read and re-validate the upstream table: the input boundary of a stage."""
+    return from_frame(store.read_table(asset, quarter), model)
+
+
+class StageYield:
+    """Counts what entered a stage, what left it, and why the rest was dropped."""
+
+    def __init__(self, rows_in: int = 0):
+        self.rows_in = rows_in
+        self.drops: Counter[str] = Counter()
+        self.extra: dict[str, float | int | str] = {}
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.drops[reason] += n
+
+    def metadata(self, rows_out: int) -> dict:
+        meta: dict = {
+            "dagster/row_count": rows_out,
+            "rows_in": int(self.rows_in),
+            "rows_out": rows_out,
+            "dropped": sum(self.drops.values()),
+        }
+        for reason, n in sorted(self.drops.items()):
+            meta[f"drop/{reason}"] = n
+        meta.update(self.extra)
+        meta["drops_json"] = dg.MetadataValue.json(dict(sorted(self.drops.items())))
+        return meta
+
+
+def finish_stage(
+    context: dg.AssetExecutionContext,
+    store: StoreResource,
+    asset: str,
+    quarter: str,
+    records: Iterable[BaseModel],
+    model: type[BaseModel],
+    stage_yield: StageYield,
+    quarantined: list[QuarantineRecord] = (),
+) -> dg.MaterializeResult:
+    """Write the stage's table (and quarantine) as new versions and report the yield."""
+    records = list(records)
+    df = to_frame(records, model)
+    run_id = getattr(context, "run_id", "") or ""
+    version = store.write_table(asset, quarter, df, run_id)
+    quarantined = list(quarantined)
+    store.write_quarantine(asset, quarter, quarantined, run_id)
+    for q in quarantined:  # stages leave quarantined rows to be counted here, once
+        stage_yield.drop(f"quarantined:{q.reason}")
+    meta = stage_yield.metadata(len(df))
+    meta.update({"quarter": quarter, "version": version, "quarantined": len(quarantined)})
+    context.log.info(f"{asset} {quarter}: {stage_yield.rows_in} in, {len(df)} out, drops {dict(stage_yield.drops)}")
+    return dg.MaterializeResult(metadata=meta)
+
+
+def dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)

@@ -1,0 +1,102 @@
+"""Stage 7: rewrite Compromised claims into true, shareable assertions; keep them only if they score Intact."""
+
+import dagster as dg
+
+from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context, stable_id
+from assets.ensemble import ask
+from assets.media import MediaStore
+from assets.normalized_claims import check_claim_text, llm_metadata, with_media_refs
+from assets.scored_claims import score_claim
+from dagster_project.config import PipelineResource
+from dagster_project.resources.llm import LLMResource
+from dagster_project.resources.store import StoreResource
+from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
+from schemas.records import Article, NormalizedClaim, PropertyVerdict, ScoredClaim
+
+STAGE = "rectified_claims"
+
+
+def decisive_verdict(claim: ScoredClaim) -> PropertyVerdict | None:
+    if claim.integrity.decisive_property == "contextualization":
+        media = [v for v in claim.media_verdicts if v.property == "contextualization"]
+        return min(media, key=lambda v: v.score) if media else None
+    return getattr(claim, claim.integrity.decisive_property)
+
+
+def rectify(
+    claim: ScoredClaim, evidence: str, llm: LLMResource, pipeline: PipelineResource, media_store: MediaStore
+) -> tuple[ScoredClaim | None, str]:
+    """Rewrite, check consistency and shareability, re-score; only an Intact result is kept."""
+    member = llm.member_names()[0]
+    verdict = decisive_verdict(claim)
+    common = dict(
+        stage=STAGE, media=claim.media, media_store=media_store, language=claim.language,
+        claim_date=str(claim.claim_date or ""), evidence=evidence,
+    )
+    answer = ask(
+        llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text,
+        decisive_property=claim.integrity.decisive_property, justification=verdict.justification if verdict else "",
+        max_words=pipeline.max_words, max_sentences=pipeline.max_sentences, **common,
+    )
+    if answer.parsed is None:
+        return None, "rewrite_failed"
+    text = with_media_refs(answer.parsed["claim"], claim.media)
+    if check_claim_text(text, claim.media, claim.language, pipeline):
+        return None, "rewrite_invalid"
+    check = ask(llm, member, "check_rectified", RectifiedCheckAnswer, original=claim.text, claim=text, **common)
+    if check.parsed is None or check.parsed["consistent"] != "yes":
+        return None, "inconsistent"
+    if check.parsed["shareable"] != "yes":
+        return None, "not_shareable"
+    rectified_id = stable_id(claim.review_id, "rectified")
+    candidate = NormalizedClaim(**{**claim.model_dump(), "claim_id": rectified_id, "text": text, "normalization": "llm"})
+    scored, reason = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id)
+    if scored is None:
+        return None, f"rescore_{reason}"
+    if scored.integrity.label != "intact":
+        return None, f"rescored_{scored.integrity.label}"
+    return scored, ""
+
+
+def rectify_all(
+    claims: list[ScoredClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
+    media_store: MediaStore, log=None,
+) -> tuple[list[ScoredClaim], StageYield]:
+    """Every scored claim passes through; Compromised ones gain a linked rectified variant when one holds up."""
+    stats, out = StageYield(len(claims)), []
+    compromised = [c for c in claims if c.integrity.label == "compromised"]
+    stats.extra["compromised"] = len(compromised)
+    for claim in claims:
+        if claim.integrity.label != "compromised":
+            out.append(claim)
+            continue
+        article = articles.get(claim.review_id)
+        rectified, reason = rectify(claim, article.text[: pipeline.evidence_chars] if article else "", llm, pipeline, media_store)
+        if rectified is None:
+            stats.extra[f"not_rectified/{reason}"] = int(stats.extra.get(f"not_rectified/{reason}", 0)) + 1
+            out.append(claim)
+        else:
+            out.extend([claim.model_copy(update={"variant_of": rectified.claim_id}), rectified])
+        if log:
+            log.info(f"rectified_claims: {len(out)} rows after {claim.claim_id}")
+    stats.extra["rectified"] = sum(c.variant == "rectified" for c in out)
+    return out, stats
+
+
+@dg.asset(
+    partitions_def=PARTITIONS,
+    group_name="claims",
+    kinds={"python", "parquet"},
+    deps=["scored_claims", "articles"],
+    pool="llm",
+    description="Stage 7: originals plus Intact rectified variants of Compromised claims, linked both ways.",
+)
+def rectified_claims(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
+) -> dg.MaterializeResult:
+    quarter = quarter_of_context(context)
+    claims = load_upstream(store, "scored_claims", quarter, ScoredClaim)
+    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article)}
+    out, stats = rectify_all(claims, articles, llm, pipeline, MediaStore(store.media_root), context.log)
+    stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
+    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats)

@@ -1,0 +1,265 @@
+"""The release: a balanced split per quarter in the VeriTaS format, with a manifest, checked before it is published."""
+
+import hashlib
+import json
+import math
+import re
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import dagster as dg
+from rapidfuzz import fuzz
+
+from assets.common import PARTITIONS, StageYield, load_upstream, quarter_of_context
+from assets.media import MediaStore
+from assets.normalized_claims import MEDIA_REF
+from assets.scored_claims import bin3
+from dagster_project.config import PROJECT_ROOT, PipelineResource
+from dagster_project.resources.llm import LLMResource
+from dagster_project.resources.store import StoreResource, new_version
+from prompts import HERE as PROMPTS_DIR, template_hash
+from schemas.records import (
+    ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ReleaseScore, ScoredClaim,
+)
+
+STAGE = "release"
+JPEG_MAGIC = b"\xff\xd8\xff"
+
+
+def _order(claim: ScoredClaim) -> str:
+    return hashlib.sha256(claim.claim_id.encode()).hexdigest()  # a stable order that does not favour any source
+
+
+def remove_near_duplicates(claims: list[ScoredClaim], similarity: float) -> tuple[list[ScoredClaim], int]:
+    """Drop claims whose text nearly repeats, or whose media are all shared with, an earlier claim."""
+    kept, seen_media = [], set()
+    for claim in claims:
+        text = MEDIA_REF.sub("", claim.text).casefold()
+        media = {m.medium_id for m in claim.media}
+        twin = any(fuzz.token_set_ratio(text, MEDIA_REF.sub("", k.text).casefold()) >= similarity for k in kept if k.variant_of != claim.claim_id and claim.variant_of != k.claim_id)
+        if twin or (media and media <= seen_media):
+            continue
+        kept.append(claim)
+        seen_media |= media
+    return kept, len(claims) - len(kept)
+
+
+def _pick(candidates: list[ScoredClaim], k: int, media_share: float) -> list[ScoredClaim]:
+    """k claims, media claims preferred up to media_share of them; text claims fill the rest when there are any."""
+    media = [c for c in candidates if c.media]
+    text = [c for c in candidates if not c.media]
+    n_media = min(len(media), math.ceil(k * media_share))
+    chosen = media[:n_media] + text[: k - n_media]
+    return chosen + media[n_media : n_media + k - len(chosen)]
+
+
+def select_release(claims: list[ScoredClaim], size: int, media_share: float, similarity: float) -> tuple[list[ScoredClaim], dict]:
+    """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant."""
+    pool, duplicates = remove_near_duplicates(sorted(claims, key=_order), similarity)
+    originals = [c for c in pool if c.variant == "original"]
+    by_id = {c.claim_id: c for c in pool}
+    compromised = [c for c in originals if c.integrity.label == "compromised"]
+    # Compromised claims without a rectified variant go first: those with one can serve as Intact instead.
+    compromised.sort(key=lambda c: c.variant_of in by_id)
+    natural_intact = [c for c in originals if c.integrity.label == "intact"]
+    unknown = [c for c in originals if c.integrity.label == "unknown"]
+
+    def intact_for(chosen_ids: set[str]) -> list[ScoredClaim]:
+        variants = [
+            by_id[c.variant_of] for c in compromised if c.claim_id not in chosen_ids and c.variant_of in by_id
+        ]
+        return natural_intact + variants
+
+    best = max(range(len(compromised) + 1), key=lambda c: (min(c, len(intact_for({x.claim_id for x in compromised[:c]}))), -c))
+    n = min(best, len(intact_for({x.claim_id for x in compromised[:best]})))
+    share = len(unknown) / len(originals) if originals else 0.0
+    n_unknown = min(len(unknown), round(share * 2 * n / (1 - share))) if share < 1 else len(unknown)
+    if 2 * n + n_unknown > size:  # shrink both parts, keeping the Unknown share
+        n_unknown = int(n_unknown * size / (2 * n + n_unknown))
+        n = min(n, (size - n_unknown) // 2)
+    chosen_compromised = _pick(compromised[:best], n, media_share)
+    chosen_ids = {c.claim_id for c in chosen_compromised}
+    chosen_intact = _pick(intact_for(chosen_ids), n, media_share)
+    chosen = chosen_compromised + chosen_intact + _pick(unknown, n_unknown, media_share)
+    report = {
+        "near_duplicates": duplicates,
+        "available": {"intact": len(natural_intact), "compromised": len(compromised), "unknown": len(unknown),
+                      "rectified": sum(c.variant == "rectified" for c in pool)},
+        "selected": {"intact": len(chosen_intact), "compromised": len(chosen_compromised), "unknown": n_unknown},
+        "unknown_share_of_originals": round(share, 4),
+    }
+    return chosen, report
+
+
+def _score(verdict, digits: int = 2) -> ReleaseScore | None:
+    return None if verdict is None else ReleaseScore(score=round(verdict.score, digits), justification=verdict.justification)
+
+
+def to_release_claims(chosen: list[ScoredClaim]) -> tuple[list[ReleaseClaim], list[tuple[int, str, str]]]:
+    """Numeric claim and media ids; <image:N> references point at the release's media ids."""
+    claims, files, media_ids = [], [], {}
+    for claim_number, claim in enumerate(chosen, 1):
+        media = []
+        local_to_global = {}
+        for i, m in enumerate(claim.media):
+            if m.medium_id not in media_ids:
+                media_ids[m.medium_id] = len(media_ids) + 1
+                files.append((media_ids[m.medium_id], m.kind, m.path))
+            mid = media_ids[m.medium_id]
+            local_to_global[(m.kind, str(i))] = mid
+            verdicts = {v.property: v for v in claim.media_verdicts if v.medium_index == i}
+            media.append(ReleaseMedium(
+                type=m.kind, id=mid, file_path=f"{'images' if m.kind == 'image' else 'videos'}/{mid}.{'jpg' if m.kind == 'image' else 'mp4'}",
+                authenticity=_score(verdicts.get("authenticity")), contextualization=_score(verdicts.get("contextualization")),
+            ))
+        text = MEDIA_REF.sub(lambda mt: f"<{mt.group(1)}:{local_to_global.get((mt.group(1), mt.group(2)), mt.group(2))}>", claim.text)
+        claims.append(ReleaseClaim(
+            id=claim_number, text=text, date=claim.claim_date.isoformat() if claim.claim_date else None,
+            language=claim.language, review_url=claim.review_url, media=media,
+            veracity=_score(claim.veracity), context_coverage=_score(claim.context_coverage),
+            integrity=ReleaseIntegrity(score=round(claim.integrity.score, 2), decisive_property=claim.integrity.decisive_property),
+        ))
+    return claims, files
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_release(
+    folder: Path, quarter: str, claims: list[ReleaseClaim], files: list[tuple[int, str, str]], media: MediaStore,
+    provenance: dict,
+) -> dict:
+    """meta.json, claims.json, images/<id>.jpg, videos/<id>.mp4 and manifest.json into ``folder``."""
+    (folder / "images").mkdir()
+    (folder / "videos").mkdir()
+    for mid, kind, path in files:
+        target = folder / ("images" if kind == "image" else "videos") / f"{mid}.{'jpg' if kind == 'image' else 'mp4'}"
+        shutil.copyfile(media.path(path), target)
+    labels = [bin3(c.integrity.score) for c in claims]
+    meta = {
+        "year": int(quarter[:4]),
+        "quarter": int(quarter[5]),
+        "claim_counts": {
+            "intact": labels.count("intact"), "nei": labels.count("unknown"),
+            "compromised": labels.count("compromised"), "total": len(claims),
+        },
+        "media_counts": {"images": sum(k == "image" for _, k, _ in files), "videos": sum(k == "video" for _, k, _ in files)},
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2))
+    payload = {"claims": [c.model_dump() for c in claims]}
+    (folder / "claims.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False))
+    manifest = {
+        **provenance,
+        "quarter": quarter,
+        "counts": meta,
+        "files": {str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()},
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
+    return manifest
+
+
+def validate_release(folder: Path) -> list[str]:
+    """The VeriTaS-format check: files present and real, scores in range, integrity rule, balance, meta counts."""
+    problems = []
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        claims = json.loads((folder / "claims.json").read_text())["claims"]
+    except (OSError, ValueError, KeyError) as err:
+        return [f"unreadable release: {err}"]
+    counts = {"intact": 0, "nei": 0, "compromised": 0}
+    for raw in claims:
+        try:
+            claim = ReleaseClaim.model_validate(raw)
+        except ValueError as err:
+            problems.append(f"claim {raw.get('id')}: {str(err).splitlines()[0]}")
+            continue
+        for m in claim.media:
+            path = folder / m.file_path
+            head = path.read_bytes()[:12] if path.exists() else b""
+            if not head:
+                problems.append(f"claim {claim.id}: missing {m.file_path}")
+            elif m.type == "image" and not head.startswith(JPEG_MAGIC):
+                problems.append(f"claim {claim.id}: {m.file_path} is not a JPEG")
+            elif m.type == "video" and head[4:8] != b"ftyp":
+                problems.append(f"claim {claim.id}: {m.file_path} is not an MP4")
+        for ref_kind, ref_id in re.findall(r"<(image|video):(\d+)>", claim.text):
+            if not any(m.type == ref_kind and m.id == int(ref_id) for m in claim.media):
+                problems.append(f"claim {claim.id}: text references missing <{ref_kind}:{ref_id}>")
+        parts = {
+            "context_coverage": claim.context_coverage.score if claim.context_coverage else None,
+            "veracity": claim.veracity.score if claim.veracity else None,
+            "contextualization": min((m.contextualization.score for m in claim.media if m.contextualization), default=None),
+        }
+        present = [v for v in parts.values() if v is not None]
+        if not present or abs(min(present) - claim.integrity.score) > 0.011:
+            problems.append(f"claim {claim.id}: integrity {claim.integrity.score} is not the lowest of {parts}")
+        elif parts.get(claim.integrity.decisive_property) is None or abs(parts[claim.integrity.decisive_property] - claim.integrity.score) > 0.011:
+            problems.append(f"claim {claim.id}: decisive property {claim.integrity.decisive_property} does not hold the lowest score")
+        label = bin3(claim.integrity.score)
+        counts["nei" if label == "unknown" else label] += 1
+    if counts["intact"] != counts["compromised"]:
+        problems.append(f"unbalanced: {counts['intact']} intact vs {counts['compromised']} compromised")
+    expected = {**counts, "total": len(claims)}
+    if meta.get("claim_counts") != expected:
+        problems.append(f"meta claim_counts {meta.get('claim_counts')} != {expected}")
+    files = {"images": len(list((folder / "images").glob("*.jpg"))), "videos": len(list((folder / "videos").glob("*.mp4")))}
+    if meta.get("media_counts") != files:
+        problems.append(f"meta media_counts {meta.get('media_counts')} != files {files}")
+    return problems
+
+
+@dg.asset(
+    partitions_def=PARTITIONS,
+    group_name="release",
+    kinds={"python", "json"},
+    deps=["rectified_claims"],
+    description="The quarter's balanced split in the VeriTaS format (meta.json, claims.json, images/, videos/).",
+)
+def release(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
+) -> dg.MaterializeResult:
+    quarter = quarter_of_context(context)
+    claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
+    chosen, report = select_release(claims, pipeline.release_size, pipeline.media_share, pipeline.text_duplicate_similarity)
+    release_claims, files = to_release_claims(chosen)
+    version = new_version(context.run_id)
+    staging = store.release_staging(quarter, version)
+    provenance = {
+        "version": version,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "code_version": code_version(),
+        "prompt_versions": {p.stem: template_hash(p.stem) for p in sorted(PROMPTS_DIR.glob("[!_]*.j2"))},
+        "models": llm.model_set(),
+        "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
+        "selection": report,
+    }
+    manifest = write_release(staging, quarter, release_claims, files, MediaStore(store.media_root), provenance)
+    problems = validate_release(staging)
+    if problems:
+        raise dg.Failure(f"release {quarter} failed the format check", metadata={"problems": dg.MetadataValue.json(problems[:50])})
+    final = store.publish_release(quarter, staging)
+    stats = StageYield(len(claims))
+    stats.drop("near_duplicate", report["near_duplicates"])
+    stats.drop("not_selected", len(claims) - len(chosen) - report["near_duplicates"])
+    meta = stats.metadata(len(chosen))
+    counts = manifest["counts"]["claim_counts"]
+    if counts["intact"] == 0 and counts["compromised"] == 0:
+        context.log.warning(f"release {quarter}: no balanced pair available ({report['available']}); the split has no Intact/Compromised claims")
+    meta.update({
+        "quarter": quarter, "version": version, "path": dg.MetadataValue.path(str(final)),
+        **{f"claims/{k}": v for k, v in counts.items()},
+        **{f"media/{k}": v for k, v in manifest["counts"]["media_counts"].items()},
+        "selection": dg.MetadataValue.json(report),
+    })
+    return dg.MaterializeResult(metadata=meta)

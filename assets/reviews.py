@@ -1,0 +1,266 @@
+"""Stage 1: ClaimReview ingestion from the Data Commons feed and Fact Check Tools dumps, merged and cleaned."""
+
+import json
+import re
+import unicodedata
+from datetime import date, datetime, timezone
+from typing import Any, Iterator
+
+import dagster as dg
+from dateutil import parser as dateparser
+
+from assets.common import PARTITIONS, StageYield, finish_stage, quarter_of_context, stable_id
+from dagster_project.config import PipelineResource
+from dagster_project.partitions import quarter_of
+from dagster_project.resources.store import StoreResource
+from dagster_project.resources.web import WebResource
+from schemas.frames import quarantine, validate_rows
+from schemas.records import QuarantineRecord, Review
+
+STAGE = "reviews"
+SOURCE_PRIORITY = {"page": 0, "feed": 1, "api": 2}  # lower wins when fields disagree
+MAX_TEXT = 5000
+
+
+def normalize_claim_text(text: str) -> str:
+    """The claim text used in the review key: NFKC, case-folded, whitespace collapsed."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().casefold()
+
+
+def review_key(url: str, claim_text: str) -> str:
+    return stable_id(url.strip(), normalize_claim_text(claim_text))
+
+
+def parse_date(value: Any) -> date | None:
+    """Dates in the forms real feeds use: ISO, '2026-05-13 15:44', date-only, offsets, epoch seconds or ms."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise ValueError("boolean is not a date")
+    if isinstance(value, (int, float)):
+        seconds = value / 1000 if value > 1e11 else value
+        return datetime.fromtimestamp(seconds, tz=timezone.utc).date()
+    if not isinstance(value, str):
+        raise ValueError(f"unsupported date type {type(value).__name__}")
+    text = value.strip()
+    if re.fullmatch(r"\d{12,13}", text):
+        return parse_date(int(text))
+    parsed = dateparser.isoparse(text) if re.match(r"^\d{4}-\d{2}-\d{2}T", text) else dateparser.parse(text)
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(timezone.utc)
+    return parsed.date()
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value).strip()
+    if isinstance(value, dict):
+        return _text(value.get("name") or value.get("alternateName") or value.get("@value"))
+    if isinstance(value, list) and value:
+        return _text(value[0])
+    return ""
+
+
+def _language(value: Any) -> str:
+    """``inLanguage`` as a code, a name, or a Language object; the code is preferred."""
+    if isinstance(value, dict):
+        code = _text(value.get("alternateName"))
+        return (code or _text(value.get("name"))).lower()
+    return _text(value).lower()
+
+
+def _urls(value: Any) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        url = item.get("url") if isinstance(item, dict) else item
+        if isinstance(url, str) and url.strip().startswith(("http://", "https://")):
+            out.append(url.strip())
+    return out
+
+
+def claimreview_to_row(item: dict, source: str) -> dict:
+    """One schema.org ClaimReview object (feed or page markup) to a review row; raises ValueError if unusable."""
+    if not isinstance(item, dict):
+        raise ValueError("not_an_object")
+    reviewed = item.get("itemReviewed") if isinstance(item.get("itemReviewed"), dict) else {}
+    rating = item.get("reviewRating") if isinstance(item.get("reviewRating"), dict) else {}
+    author = item.get("author")
+    author = author[0] if isinstance(author, list) and author else author
+    author = author if isinstance(author, dict) else {"name": author}
+    appearances = _urls(reviewed.get("appearance")) + _urls(reviewed.get("firstAppearance"))
+    if isinstance(reviewed.get("url"), str):
+        appearances += _urls(reviewed["url"])
+    return {
+        "review_url": _text(item.get("url")),
+        "claim_text": _text(item.get("claimReviewed")),
+        "claim_date": reviewed.get("datePublished"),
+        "review_date": item.get("datePublished"),
+        "publisher_name": _text(author.get("name")),
+        "publisher_site": _text(author.get("url")),
+        "rating_text": _text(rating.get("alternateName")),
+        "rating_value": _text(rating.get("ratingValue")),
+        "rating_best": _text(rating.get("bestRating")),
+        "rating_worst": _text(rating.get("worstRating")),
+        "language": _language(item.get("inLanguage")),
+        "claim_author": _text(reviewed.get("author")),
+        "title": _text(item.get("name") or item.get("headline")),
+        "appearance_urls": list(dict.fromkeys(appearances)),
+        "sources": [source],
+    }
+
+
+def iter_datafeed(feed: dict, origin: str) -> Iterator[tuple[dict | None, str, Any]]:
+    """Yield (row or None, reason, raw item) for every ClaimReview of a DataFeed."""
+    elements = feed.get("dataFeedElement") if isinstance(feed, dict) else None
+    if not isinstance(elements, list):
+        yield None, "feed_without_dataFeedElement", feed
+        return
+    for i, element in enumerate(elements):
+        items = element.get("item") if isinstance(element, dict) else None
+        if items is None:
+            yield None, "element_without_items", element
+            continue
+        for j, item in enumerate(items if isinstance(items, list) else [items]):
+            try:
+                yield claimreview_to_row(item, f"feed:{origin}#{i}.{j}"), "", item
+            except ValueError as err:
+                yield None, str(err), item
+
+
+def iter_factcheck_api(claims: Any, origin: str) -> Iterator[tuple[dict | None, str, Any]]:
+    """Yield rows from a Fact Check Tools ``claims:search`` answer (a list, or an object with ``claims``)."""
+    if isinstance(claims, dict):
+        claims = claims.get("claims")
+    if not isinstance(claims, list):
+        yield None, "api_without_claims", claims
+        return
+    for i, claim in enumerate(claims):
+        if not isinstance(claim, dict) or not isinstance(claim.get("claimReview"), list):
+            yield None, "claim_without_claimReview", claim
+            continue
+        for j, review in enumerate(claim["claimReview"]):
+            if not isinstance(review, dict):
+                yield None, "not_an_object", review
+                continue
+            publisher = review.get("publisher") if isinstance(review.get("publisher"), dict) else {}
+            yield {
+                "review_url": _text(review.get("url")),
+                "claim_text": _text(claim.get("text")),
+                "claim_date": claim.get("claimDate"),
+                "review_date": review.get("reviewDate"),
+                "publisher_name": _text(publisher.get("name")),
+                "publisher_site": _text(publisher.get("site")),
+                "rating_text": _text(review.get("textualRating")),
+                "language": _language(review.get("languageCode")),
+                "claim_author": _text(claim.get("claimant")),
+                "title": _text(review.get("title")),
+                "appearance_urls": [],
+                "sources": [f"api:{origin}#{i}.{j}"],
+            }, "", review
+
+
+def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
+    """Apply the ingestion rules to one row; returns (row, "") or (None, reason)."""
+    if not row["review_url"]:
+        return None, "missing_review_url"
+    if not row["review_url"].startswith(("http://", "https://")):
+        return None, "non_http_review_url"
+    if not row["claim_text"]:
+        return None, "missing_claim_text"
+    if len(row["claim_text"]) > MAX_TEXT:
+        return None, "claim_text_too_long"
+    try:
+        row["claim_date"] = parse_date(row["claim_date"])
+        row["review_date"] = parse_date(row["review_date"])
+    except (ValueError, OverflowError, TypeError):
+        return None, "unparseable_date"
+    if row["claim_date"] and row["review_date"] and row["claim_date"] > row["review_date"]:
+        return None, "claim_date_after_review_date"
+    anchor = row["claim_date"] or row["review_date"]
+    if anchor is None:
+        return None, "no_date"
+    row["quarter"] = quarter_of(anchor)
+    if quarter is not None and row["quarter"] != quarter:
+        return None, "other_quarter"
+    row["review_id"] = review_key(row["review_url"], row["claim_text"])
+    return row, ""
+
+
+def merge_rows(rows: list[dict]) -> list[dict]:
+    """Duplicates (same review URL + claim text) count once; page > feed > API field by field."""
+    merged: dict[str, dict] = {}
+    for row in sorted(rows, key=lambda r: min(SOURCE_PRIORITY[s.split(":")[0]] for s in r["sources"])):
+        seen = merged.get(row["review_id"])
+        if seen is None:
+            merged[row["review_id"]] = dict(row)
+            continue
+        for field, value in row.items():
+            if field == "sources" or field == "appearance_urls":
+                seen[field] = list(dict.fromkeys(seen[field] + value))
+            elif not seen.get(field) and value:
+                seen[field] = value
+    return list(merged.values())
+
+
+def read_source(kind: str, path: str, web: WebResource | None) -> Any:
+    """Load a source from a local path or an http(s) URL (through the web resource)."""
+    if path.startswith(("http://", "https://")):
+        if web is None:
+            raise ValueError(f"{path}: a URL source needs the web resource")
+        result = web.fetch(path)
+        if not result.ok:
+            raise RuntimeError(f"could not fetch source {path}: {result.error or result.status}")
+        return json.loads(result.content)
+    with open(path, "rb") as fh:
+        return json.load(fh)
+
+
+def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[list[Review], list[QuarantineRecord], StageYield]:
+    """All sources for one quarter: (kind, origin, parsed JSON) -> clean merged rows, quarantine, yield."""
+    iterators = {"datafeed": iter_datafeed, "factcheck_api": iter_factcheck_api}
+    rows, bad = [], []
+    stats = StageYield()
+    label = quarter or "all"
+    for kind, origin, payload in sources:
+        if kind not in iterators:
+            raise ValueError(f"unknown source kind {kind!r} (expected one of {sorted(iterators)})")
+        for row, reason, raw in iterators[kind](payload, origin):
+            stats.rows_in += 1
+            if row is not None:
+                row, reason = clean_row(row, quarter)
+            if row is not None:
+                rows.append(row)
+            elif reason == "other_quarter":
+                stats.rows_in -= 1  # belongs to another partition: not an input of this one
+            elif reason == "claim_date_after_review_date":
+                stats.drop(reason)
+            else:
+                bad.append(quarantine(STAGE, label, reason, raw, source=origin))
+    merged = merge_rows(rows)
+    stats.drop("duplicate", len(rows) - len(merged))
+    good, invalid = validate_rows(merged, Review, STAGE, label)
+    return good, bad + invalid, stats
+
+
+@dg.asset(
+    partitions_def=PARTITIONS,
+    group_name="ingestion",
+    kinds={"python", "parquet"},
+    description="Stage 1: ClaimReview records of the quarter from every configured source, merged and cleaned.",
+)
+def reviews(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
+) -> dg.MaterializeResult:
+    quarter = quarter_of_context(context)
+    if not pipeline.sources:
+        raise dg.Failure("no ClaimReview sources configured (config file: sources:)")
+    payloads = [(s.kind, s.path.rsplit("/", 1)[-1], read_source(s.kind, s.path, web)) for s in pipeline.sources]
+    records, bad, stats = ingest(payloads, quarter)
+    languages: dict[str, int] = {}
+    for r in records:
+        languages[r.language or "unknown"] = languages.get(r.language or "unknown", 0) + 1
+    stats.extra["languages"] = dg.MetadataValue.json(languages)
+    return finish_stage(context, store, STAGE, quarter, records, Review, stats, bad)

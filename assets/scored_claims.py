@@ -1,0 +1,212 @@
+"""Stage 6: an ensemble of models rates the four integrity properties; disagreement drops the claim."""
+
+import statistics
+from collections import Counter
+
+import dagster as dg
+
+from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from assets.ensemble import ask
+from assets.media import MediaStore
+from assets.normalized_claims import llm_metadata
+from dagster_project.config import PipelineResource
+from dagster_project.resources.llm import LLMResource
+from dagster_project.resources.store import StoreResource
+from prompts import label_scheme
+from schemas.answers import MediaRatingAnswer, PropertyAnswer
+from schemas.records import Article, Integrity, NormalizedClaim, PropertyVerdict, Rating, ScoredClaim
+
+STAGE = "scored_claims"
+
+
+def certainty_score(category: str, certainty: str) -> float:
+    """certain 1, rather certain 2/3, rather uncertain 1/3; the sign is the category; unknown is 0."""
+    if category == "unknown":
+        return 0.0
+    value = float(label_scheme()["certainty"][certainty])
+    return value if category == "positive" else -value
+
+
+def bin3(score: float) -> str:
+    """Compromised below -1/3, Intact above 1/3; the boundaries belong to the inner bin (Unknown)."""
+    bins = label_scheme()["bins3"]
+    if score < bins["compromised_below"]:
+        return "compromised"
+    return "intact" if score > bins["intact_above"] else "unknown"
+
+
+def bin7(score: float) -> int:
+    """0..6; cuts at -5/6, -3/6, -1/6, 1/6, 3/6, 5/6, strict on the outer side."""
+    cuts = label_scheme()["bins7"]
+    for i, cut in enumerate(cuts[:3]):
+        if score < cut:
+            return i
+    for i, cut in enumerate(reversed(cuts[3:])):
+        if score > cut:
+            return 6 - i
+    return 3
+
+
+def to_rating(member: str, prop: str, answer: dict, medium_index: int = -1, raw: str = "") -> Rating:
+    tags = [t for t in answer.get("tags", []) if t in label_scheme()["properties"][prop]["tags"]]
+    return Rating(
+        member=member, property=prop, medium_index=medium_index, category=answer["category"],
+        certainty=answer["certainty"] if answer["category"] != "unknown" else "unknown",
+        score=certainty_score(answer["category"], answer["certainty"]), justification=answer["justification"],
+        tags=tags, raw=raw,
+    )
+
+
+def aggregate(ratings: list[Rating], prop: str, medium_index: int = -1) -> PropertyVerdict | None:
+    """Mean score; tags given by at least half the raters; the justification of the rater nearest the mean."""
+    mine = [r for r in ratings if r.property == prop and r.medium_index == medium_index]
+    if not mine:
+        return None
+    scores = [r.score for r in mine]
+    mean = statistics.fmean(scores)
+    tag_votes = Counter(t for r in mine for t in set(r.tags))
+    spokesman = min(mine, key=lambda r: (abs(r.score - mean), not r.justification))
+    return PropertyVerdict(
+        property=prop, medium_index=medium_index, score=max(-1.0, min(1.0, mean)), n_ratings=len(mine),
+        spread=max(scores) - min(scores), justification=spokesman.justification,
+        tags=sorted(t for t, n in tag_votes.items() if n * 2 >= len(mine)),
+    )
+
+
+def integrity_of(media_verdicts: list[PropertyVerdict], veracity, coverage) -> tuple[Integrity, PropertyVerdict] | None:
+    """The lowest of context coverage, veracity and the worst media contextualization; ties go in decisive order."""
+    contextualization = [v for v in media_verdicts if v.property == "contextualization"]
+    candidates = {
+        "context_coverage": coverage,
+        "veracity": veracity,
+        "contextualization": min(contextualization, key=lambda v: v.score) if contextualization else None,
+    }
+    order = label_scheme()["decisive_order"]
+    present = [(v.score, order.index(name), name, v) for name, v in candidates.items() if v is not None]
+    if not present:
+        return None
+    score, _, name, verdict = min(present)
+    return Integrity(score=round(score, 6), decisive_property=name, label=bin3(score)), verdict
+
+
+def agreement_failure(verdict: PropertyVerdict, min_ratings: int, max_spread: float) -> str:
+    if verdict.n_ratings < min_ratings:
+        return "too_few_ratings"
+    if verdict.spread > max_spread + 1e-9:
+        return "rater_disagreement"
+    return ""
+
+
+def rate(
+    claim: NormalizedClaim, evidence: str, llm: LLMResource, members: list[str], media_store: MediaStore | None,
+    stage: str = STAGE,
+) -> tuple[list[Rating], int]:
+    """All ratings in the spec's order: media first, veracity unless a medium is out of context, then coverage."""
+    base = dict(
+        claim=claim.text, language=claim.language, claim_date=str(claim.claim_date or ""), evidence=evidence,
+    )
+    ratings, failures = [], 0
+
+    def collect(answer, build):
+        nonlocal failures
+        if answer.parsed is None:
+            failures += 1
+        else:
+            ratings.extend(build(answer))
+
+    for i, medium in enumerate(claim.media):
+        for member in members:
+            answer = ask(
+                llm, member, "rate_media", MediaRatingAnswer, stage=stage, media=claim.media, media_store=media_store,
+                medium_kind=medium.kind, medium_index=i, **base,
+            )
+            collect(answer, lambda a, i=i, member=member: [
+                to_rating(member, p, a.parsed[p], i, a.raw) for p in ("authenticity", "contextualization")
+            ])
+    worst = min(
+        (aggregate(ratings, "contextualization", i) for i in range(len(claim.media))),
+        key=lambda v: v.score if v else 2, default=None,
+    )
+    if worst is not None and bin3(worst.score) == "compromised":
+        return ratings, failures
+    for prop in ("veracity", "context_coverage"):
+        if prop == "context_coverage":
+            veracity = aggregate(ratings, "veracity")
+            if veracity is None or veracity.score <= 0:
+                break
+        for member in members:
+            answer = ask(
+                llm, member, "rate_claim", PropertyAnswer, stage=stage, media=claim.media, media_store=media_store,
+                property=prop, **base,
+            )
+            collect(answer, lambda a, member=member, prop=prop: [to_rating(member, prop, a.parsed, -1, a.raw)])
+    return ratings, failures
+
+
+def verdicts_from(claim: NormalizedClaim, ratings: list[Rating]) -> dict:
+    media_verdicts = [
+        v for i in range(len(claim.media)) for p in ("authenticity", "contextualization")
+        if (v := aggregate(ratings, p, i)) is not None
+    ]
+    return {
+        "media_verdicts": media_verdicts,
+        "veracity": aggregate(ratings, "veracity"),
+        "context_coverage": aggregate(ratings, "context_coverage"),
+    }
+
+
+def score_claim(
+    claim: NormalizedClaim, evidence: str, llm: LLMResource, pipeline: PipelineResource,
+    media_store: MediaStore | None, variant: str = "original", variant_of: str = "",
+) -> tuple[ScoredClaim | None, str]:
+    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store)
+    verdicts = verdicts_from(claim, ratings)
+    decided = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
+    if decided is None:
+        return None, "no_ratings" if failures else "nothing_to_rate"
+    integrity, decisive = decided
+    reason = agreement_failure(decisive, pipeline.min_ratings, pipeline.max_rating_spread)
+    if reason:
+        return None, reason
+    return ScoredClaim(
+        **claim.model_dump(), **verdicts, integrity=integrity, ratings=ratings, variant=variant, variant_of=variant_of
+    ), ""
+
+
+def score_all(
+    claims: list[NormalizedClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
+    media_store: MediaStore, log=None,
+) -> tuple[list[ScoredClaim], StageYield]:
+    stats, out = StageYield(len(claims)), []
+    for i, claim in enumerate(claims, 1):
+        article = articles.get(claim.review_id)
+        evidence = article.text[: pipeline.evidence_chars] if article else ""
+        scored, reason = score_claim(claim, evidence, llm, pipeline, media_store)
+        if scored is None:
+            stats.drop(reason)
+        else:
+            out.append(scored)
+            label = f"label/{scored.integrity.label}"
+            stats.extra[label] = int(stats.extra.get(label, 0)) + 1
+        if log:
+            log.info(f"scored_claims: {i}/{len(claims)}")
+    return out, stats
+
+
+@dg.asset(
+    partitions_def=PARTITIONS,
+    group_name="claims",
+    kinds={"python", "parquet"},
+    deps=["normalized_claims", "articles"],
+    pool="llm",
+    description="Stage 6: ensemble ratings of authenticity, contextualization, veracity, context coverage; integrity.",
+)
+def scored_claims(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
+) -> dg.MaterializeResult:
+    quarter = quarter_of_context(context)
+    claims = load_upstream(store, "normalized_claims", quarter, NormalizedClaim)
+    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article)}
+    out, stats = score_all(claims, articles, llm, pipeline, MediaStore(store.media_root), context.log)
+    stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
+    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats)

@@ -1,0 +1,96 @@
+"""Stage 2: keep reviews by professional fact-checkers (active IFCN or EFCSN signatories)."""
+
+import csv
+import re
+import unicodedata
+from collections import Counter
+from urllib.parse import urlsplit
+
+import dagster as dg
+
+from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from dagster_project.config import PipelineResource
+from dagster_project.resources.store import StoreResource
+from schemas.records import Publisher, Review, TrustedReview
+
+STAGE = "trusted_reviews"
+
+
+def load_registry(path: str) -> list[Publisher]:
+    """The shipped publisher registry (CSV; list fields are ';'-separated)."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [
+            Publisher(
+                **{k: v for k, v in row.items() if k not in ("aliases", "domains")},
+                aliases=[a for a in row["aliases"].split(";") if a],
+                domains=[d.lower() for d in row["domains"].split(";") if d],
+            )
+            for row in csv.DictReader(fh)
+        ]
+
+
+def _name_key(name: str) -> str:
+    return re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", name).casefold())
+
+
+def host_of(url: str) -> str:
+    host = (urlsplit(url).hostname or "").lower()
+    return host[4:] if host.startswith("www.") else host
+
+
+class PublisherIndex:
+    """Finds a review's publisher by the review URL's host (most specific domain wins), then by name."""
+
+    def __init__(self, publishers: list[Publisher]):
+        self.by_domain = {d: p for p in publishers for d in p.domains}
+        self.by_name = {_name_key(n): p for p in publishers for n in [p.name, *p.aliases] if _name_key(n)}
+
+    def match(self, review: Review) -> tuple[Publisher | None, str]:
+        for url in (review.review_url, review.publisher_site):
+            labels = host_of(url).split(".") if url else []
+            for i in range(len(labels) - 1):
+                publisher = self.by_domain.get(".".join(labels[i:]))
+                if publisher:
+                    return publisher, "domain"
+        publisher = self.by_name.get(_name_key(review.publisher_name))
+        return (publisher, "alias") if publisher else (None, "")
+
+
+def filter_trusted(reviews: list[Review], publishers: list[Publisher]) -> tuple[list[TrustedReview], StageYield, Counter]:
+    """Keep the reviews of active signatories; count the unknown publishers by host."""
+    index = PublisherIndex(publishers)
+    stats, unknown, kept = StageYield(len(reviews)), Counter(), []
+    for review in reviews:
+        publisher, how = index.match(review)
+        if publisher is None:
+            unknown[host_of(review.review_url) or review.publisher_name] += 1
+            stats.drop("unknown_publisher")
+        elif not publisher.trusted:
+            stats.drop("not_a_signatory")
+        else:
+            stats.extra[f"matched_by/{how}"] = int(stats.extra.get(f"matched_by/{how}", 0)) + 1
+            kept.append(
+                TrustedReview(
+                    **review.model_dump(), publisher_id=publisher.publisher_id, publisher_country=publisher.country
+                )
+            )
+    return kept, stats, unknown
+
+
+@dg.asset(
+    partitions_def=PARTITIONS,
+    group_name="ingestion",
+    kinds={"python", "parquet"},
+    deps=["reviews"],
+    description="Stage 2: reviews whose publisher is an active IFCN/EFCSN signatory; unknown publishers reported.",
+)
+def trusted_reviews(
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource
+) -> dg.MaterializeResult:
+    quarter = quarter_of_context(context)
+    kept, stats, unknown = filter_trusted(
+        load_upstream(store, "reviews", quarter, Review), load_registry(pipeline.publisher_registry)
+    )
+    stats.extra["unknown_publishers"] = dg.MetadataValue.json(dict(unknown.most_common(50)))
+    stats.extra["top_publishers"] = dg.MetadataValue.json(dict(Counter(r.publisher_id for r in kept).most_common(10)))
+    return finish_stage(context, store, STAGE, quarter, kept, TrustedReview, stats)

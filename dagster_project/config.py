@@ -1,0 +1,83 @@
+"""The one config file (YAML) that chooses the sources, the web mode, the models, the store and the data dir."""
+
+import os
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = PROJECT_ROOT / "veritas.yaml"
+
+
+class SourceSpec(dg.Config):
+    """One ClaimReview source: a Data Commons DataFeed or a Fact Check Tools ``claims:search`` dump."""
+
+    kind: str = "datafeed"  # "datafeed" | "factcheck_api"
+    path: str  # a local path or an http(s) URL (fetched through the web resource)
+
+
+class PipelineResource(dg.ConfigurableResource):
+    """Stage parameters. Defaults are the reference system's; the config file may override any of them."""
+
+    sources: list[SourceSpec] = []
+    publisher_registry: str = str(PROJECT_ROOT / "registry" / "publishers.csv")
+    # stage 3
+    min_raw_chars: int = 2000
+    min_article_chars: int = 1000
+    max_article_chars: int = 40000
+    # stage 4
+    max_appearances: int = 2
+    require_appearance: bool = True
+    max_candidate_media: int = 8
+    # stage 5
+    max_media: int = 4
+    max_words: int = 70
+    max_sentences: int = 2
+    near_duplicate_distance: int = 6
+    # stage 6
+    min_ratings: int = 3
+    max_rating_spread: float = 1.0
+    evidence_chars: int = 3000
+    # release
+    release_size: int = 1000
+    media_share: float = 0.8
+    text_duplicate_similarity: float = 92.0
+    # jobs
+    verifier_member: str = ""  # empty: the first ensemble member
+    verifier_mode: str = "closed_book"
+    knowledge_cutoff: str = ""  # a quarter label such as 2024Q4
+
+
+def _resolve(value: str, base: Path) -> str:
+    if "://" in value or os.path.isabs(value):
+        return value
+    return str((base / value).resolve())
+
+
+def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Read the YAML config; relative paths resolve against the config file's folder."""
+    cfg_path = Path(path or os.environ.get("VERITAS_CONFIG") or DEFAULT_CONFIG).resolve()
+    if not cfg_path.exists():
+        raise FileNotFoundError(f"config file not found: {cfg_path}")
+    raw = yaml.safe_load(cfg_path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{cfg_path}: the config must be a mapping")
+    unknown = set(raw) - {"data_dir", "sources", "web", "llm", "store", "stages"}
+    if unknown:
+        raise ValueError(f"{cfg_path}: unknown config keys {sorted(unknown)}")
+    base = cfg_path.parent
+    data_dir = Path(_resolve(raw.get("data_dir", ".veritas"), base))
+    web = dict(raw.get("web") or {})
+    web["warc_paths"] = [_resolve(p, base) for p in web.get("warc_paths", [])]
+    web.setdefault("archive_dir", str(data_dir / "warc"))
+    llm = dict(raw.get("llm") or {})
+    llm.setdefault("cache_path", str(data_dir / "llm_cache.sqlite"))
+    store = dict(raw.get("store") or {})
+    store.setdefault("root", str(data_dir / "data"))
+    stages = dict(raw.get("stages") or {})
+    stages["sources"] = [
+        {"kind": s.get("kind", "datafeed"), "path": _resolve(s["path"], base)} for s in raw.get("sources") or []
+    ]
+    return {"path": str(cfg_path), "data_dir": str(data_dir), "web": web, "llm": llm, "store": store, "stages": stages}

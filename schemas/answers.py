@@ -1,0 +1,63 @@
+"""What the models must answer, per prompt. Enums and maxLength keep a small local model inside the schema."""
+
+from typing import Literal
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Category = Literal["positive", "negative", "unknown"]
+Certainty = Literal["certain", "rather certain", "rather uncertain", "unknown"]
+YesNo = Literal["yes", "no"]
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class MediaFilterAnswer(Answer):
+    keep: YesNo
+    reason: Literal["part_of_claim", "fact_checker_graphic", "verdict_stamp", "unrelated"]
+
+
+class ClaimTextAnswer(Answer):
+    claim: str = Field(min_length=3, max_length=600)
+
+
+class PropertyAnswer(Answer):
+    category: Category
+    certainty: Certainty
+    justification: str = Field(max_length=600)
+    tags: list[Annotated[str, StringConstraints(max_length=40)]] = Field(default=[], max_length=5)
+
+
+class MediaRatingAnswer(Answer):
+    authenticity: PropertyAnswer
+    contextualization: PropertyAnswer
+
+
+class RectifiedCheckAnswer(Answer):
+    consistent: YesNo
+    shareable: YesNo
+
+
+def json_schema(model: type[BaseModel], max_string: int = 200) -> dict:
+    """The model's JSON schema with references inlined and a maxLength on every free string."""
+    raw = model.model_json_schema()
+    defs = raw.pop("$defs", {})
+
+    def inline(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
+            out = {k: inline(v) for k, v in node.items() if k not in ("title", "default")}
+            if out.get("type") == "string" and "enum" not in out:
+                out["maxLength"] = min(out.get("maxLength", max_string), max_string)
+            if out.get("type") == "object":
+                out["required"] = list(out.get("properties", {}))
+            return out
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return inline(raw)

@@ -1,0 +1,264 @@
+"""LLM resource against the real embedded llama.cpp server and loopback stubs of misbehaving providers."""
+
+import json
+import os
+import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Literal
+
+import pydantic
+import pytest
+
+from dagster_project.resources.llm import EnsembleMember, LLMResource, image_part, parse_json_text, strip_images
+from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "category": {"type": "string", "enum": ["positive", "negative", "unknown"]},
+        "certainty": {"type": "string", "enum": ["certain", "rather certain", "rather uncertain"]},
+        "justification": {"type": "string", "maxLength": 200},
+    },
+    "required": ["category", "certainty", "justification"],
+}
+
+
+class Rating(pydantic.BaseModel):
+    category: Literal["positive", "negative", "unknown"]
+    certainty: Literal["certain", "rather certain", "rather uncertain"]
+    justification: str = pydantic.Field(max_length=200)
+
+
+MESSAGES = [
+    {"role": "system", "content": "You rate claims. Reply with one JSON object only."},
+    {"role": "user", "content": "Claim: The Eiffel Tower is in Paris. Rate the claim's veracity."},
+]
+CALL = dict(schema=SCHEMA, response_model=Rating, template_id="test_rating", template_hash="h1")
+
+
+# ---- loopback stub of an OpenAI-compatible provider -------------------------------------------
+class _Stub:
+    """Answers /<mode>/v1/chat/completions: ok = valid JSON, bad = malformed JSON, err = HTTP 500."""
+
+    def __init__(self):
+        self.requests: list[tuple[str, dict]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # keep pytest output clean
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                mode = self.path.strip("/").split("/")[0]
+                stub.requests.append((mode, body))
+                if mode == "err":
+                    return self._send(500, {"error": {"message": "upstream exploded", "type": "server_error"}})
+                content = ('{"category": "negative", "certainty": "certain", "justification": "stub"}'
+                           if mode == "ok" else '{"category": "negative", "certainty": ')
+                self._send(200, {
+                    "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": "stub-model",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                })
+
+            def _send(self, code, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def base(self, mode: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{mode}/v1"
+
+    def count(self, mode: str) -> int:
+        return sum(1 for m, _ in self.requests if m == mode)
+
+
+@pytest.fixture(scope="module")
+def stub():
+    s = _Stub()
+    yield s
+    s.httpd.shutdown()
+
+
+def _stub_member(stub, mode, name=None, **kw) -> EnsembleMember:
+    return EnsembleMember(name=name or f"stub-{mode}", model="openai/stub-model", api_base=stub.base(mode),
+                          api_key_env="VERITAS_TEST_STUB_KEY", **kw)
+
+
+@pytest.fixture(autouse=True)
+def _stub_key(monkeypatch):
+    monkeypatch.setenv("VERITAS_TEST_STUB_KEY", "sk-test")
+
+
+# ---- the real embedded model ----------------------------------------------------------------
+@pytest.fixture(scope="session")
+def local_cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("llm") / "cache.sqlite")
+
+
+@pytest.fixture(scope="session")
+def local_llm(local_cache):
+    res = LLMResource(cache_path=local_cache)
+    yield res
+    res.close()
+
+
+def test_smollm2_gguf_path_exists():
+    path = smollm2_gguf_path()
+    assert path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert os.path.getsize(path) > 50_000_000
+
+
+def test_local_server_context_manager_leaves_no_process():
+    with LocalModelServer(smollm2_gguf_path(), n_threads=2) as server:
+        pid = server._proc.pid
+        assert server.api_base.startswith("http://127.0.0.1:")
+        assert server.api_base.endswith("/v1")
+        assert server.running
+    assert not server.running
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the whole process group is gone
+
+
+def test_default_members_are_three_local_temperatures(local_llm):
+    assert local_llm.member_names() == ["smollm2-t0", "smollm2-t6", "smollm2-t9"]
+    assert [(m.temperature, m.seed) for m in local_llm.members] == [(0.0, 1), (0.6, 2), (0.9, 3)]
+    assert all(m.model == "local/smollm2" and m.api_base is None for m in local_llm.members)
+
+
+def test_real_local_call_parses_then_hits_cache(local_llm, local_cache):
+    first = local_llm.complete_json("smollm2-t0", MESSAGES, stage="rate_test", parse_attempts=3, **CALL)
+    assert first.error is None, first.raw
+    assert first.cache_hit is False
+    assert first.parsed["category"] in {"positive", "negative", "unknown"}
+    assert first.parsed["certainty"] in {"certain", "rather certain", "rather uncertain"}
+    assert Rating.model_validate(first.parsed)
+    assert first.prompt_tokens > 0 and first.completion_tokens > 0
+    assert first.cost_usd == 0.0  # the embedded model is free
+    assert local_llm._server is not None and local_llm._server.running  # started lazily, once
+
+    second = local_llm.complete_json("smollm2-t0", MESSAGES, stage="rate_test", parse_attempts=3, **CALL)
+    assert second.cache_hit is True
+    assert second.parsed == first.parsed and second.raw == first.raw
+    assert second.cost_usd == 0.0 and second.prompt_tokens == 0
+
+    summary = local_llm.ledger_summary(stage="rate_test")
+    assert summary["calls"] == 2 and summary["cache_hits"] == 1 and summary["hit_rate"] == 0.5
+    assert summary["errors"] == 0
+    assert summary["prompt_tokens"] == first.prompt_tokens
+    assert summary["by_member"]["smollm2-t0"]["calls"] == 2
+
+    # durable: a fresh resource on the same file answers from the cache without starting a server
+    fresh = LLMResource(cache_path=local_cache)
+    third = fresh.complete_json("smollm2-t0", MESSAGES, stage="rate_test", parse_attempts=3, **CALL)
+    assert third.cache_hit is True and third.parsed == first.parsed
+    assert fresh._server is None
+    assert fresh.ledger_summary(stage="rate_test")["cache_hits"] == 2
+
+    with sqlite3.connect(local_cache) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        (raw,) = conn.execute("SELECT raw FROM llm_cache WHERE template_id='test_rating'").fetchone()
+    assert raw == first.raw
+
+    # a different template hash is a different cache key
+    other = local_llm.complete_json("smollm2-t0", MESSAGES, stage="rate_test2", parse_attempts=3,
+                                    **{**CALL, "template_hash": "h2"})
+    assert other.cache_hit is False
+
+
+def test_close_stops_local_server(local_cache):
+    res = LLMResource(cache_path=local_cache, members=[EnsembleMember(name="t", model="local/smollm2")])
+    server = res.local_server()
+    pid = server._proc.pid
+    res.close()
+    assert res._server is None
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+
+
+# ---- misbehaving providers ---------------------------------------------------------------------
+def test_malformed_json_is_invalid_output_and_not_cached(stub, tmp_path):
+    cache = str(tmp_path / "c.sqlite")
+    res = LLMResource(cache_path=cache, members=[_stub_member(stub, "bad")])
+    before = stub.count("bad")
+    ans = res.complete_json("stub-bad", MESSAGES, stage="s", parse_attempts=2, **CALL)
+    assert ans.parsed is None
+    assert ans.error.startswith("invalid_output")
+    assert stub.count("bad") - before == 2  # one answer + one re-ask
+    last_body = stub.requests[-1][1]
+    assert last_body["messages"][-2] == {"role": "assistant", "content": '{"category": "negative", "certainty": '}
+    assert "rejected" in last_body["messages"][-1]["content"]
+    assert last_body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    with sqlite3.connect(cache) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0] == 0
+        err, attempts, pt = conn.execute("SELECT error, attempts, prompt_tokens FROM llm_ledger").fetchone()
+    assert err.startswith("invalid_output") and attempts == 2 and pt == 200
+    # not cached => the next identical call asks the provider again
+    again = res.complete_json("stub-bad", MESSAGES, stage="s", parse_attempts=1, **CALL)
+    assert again.cache_hit is False and stub.count("bad") - before == 3
+    assert res.ledger_summary(stage="s")["errors"] == 2
+
+
+def test_http_500_is_transport_error_with_ledger_row(stub, tmp_path):
+    res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(stub, "err")], num_retries=1)
+    before = stub.count("err")
+    ans = res.complete_json("stub-err", MESSAGES, stage="s", **CALL)
+    assert ans.parsed is None and ans.cache_hit is False
+    assert ans.error.startswith("transport:")
+    assert stub.count("err") - before >= 2  # the Router retried
+    summary = res.ledger_summary(stage="s")
+    assert summary["calls"] == 1 and summary["errors"] == 1 and summary["cost_usd"] == 0.0
+
+
+def test_cost_override_and_cache_hit_is_free(stub, tmp_path):
+    member = _stub_member(stub, "ok", input_cost_per_token=1e-6, output_cost_per_token=5e-6)
+    res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[member])
+    ans = res.complete_json("stub-ok", MESSAGES, stage="cost", **CALL)
+    assert ans.error is None
+    assert ans.parsed == {"category": "negative", "certainty": "certain", "justification": "stub"}
+    assert (ans.prompt_tokens, ans.completion_tokens) == (100, 20)
+    assert ans.cost_usd == pytest.approx(100 * 1e-6 + 20 * 5e-6)
+    hit = res.complete_json("stub-ok", MESSAGES, stage="cost", **CALL)
+    assert hit.cache_hit and hit.cost_usd == 0.0
+    summary = res.ledger_summary(stage="cost")
+    assert summary["cost_usd"] == pytest.approx(2e-4)
+    assert summary["calls"] == 2 and summary["cache_hits"] == 1
+
+
+def test_images_only_reach_vision_members(stub, tmp_path):
+    members = [_stub_member(stub, "ok", name="text-only"), _stub_member(stub, "ok", name="seeing", vision=True)]
+    res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=members)
+    part = image_part(b"\xff\xd8\xff\xe0fakejpeg")
+    assert part["image_url"]["url"].startswith("data:image/jpeg;base64,/9j/")
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "Describe <image:1>."}, part]}]
+    res.complete_json("text-only", msgs, media_hashes=["abc"], **CALL)
+    assert stub.requests[-1][1]["messages"] == [{"role": "user", "content": "Describe <image:1>."}]
+    res.complete_json("seeing", msgs, media_hashes=["abc"], **CALL)
+    sent = stub.requests[-1][1]["messages"][0]["content"]
+    assert any(p.get("type") == "image_url" for p in sent)
+
+
+def test_cache_key_ignores_api_base_and_media_order():
+    a = EnsembleMember(name="a", model="openai/x", api_base="http://127.0.0.1:1/v1", seed=1)
+    b = EnsembleMember(name="b", model="openai/x", api_base="http://127.0.0.1:2/v1", seed=1)
+    k = LLMResource.cache_key
+    assert k(a, MESSAGES, SCHEMA, "t", "h", ["m1", "m2"]) == k(b, MESSAGES, SCHEMA, "t", "h", ["m2", "m1"])
+    assert k(a, MESSAGES, SCHEMA, "t", "h", []) != k(a.model_copy(update={"seed": 2}), MESSAGES, SCHEMA, "t", "h", [])
+
+
+def test_parse_json_text_strips_fences_only():
+    assert parse_json_text('```json\n{"a": 1}\n```') == {"a": 1}
+    with pytest.raises(ValueError):
+        parse_json_text('Sure! {"a": 1}')
+    assert strip_images([{"role": "user", "content": "plain"}]) == [{"role": "user", "content": "plain"}]
