@@ -29,18 +29,20 @@ PLATFORMS = {
 }
 # What a post (not a profile or a home page) looks like on each platform.
 POST_PATH = {
-    "x": re.compile(r"^/[^/]+/status(es)?/\d+"),
-    "facebook": re.compile(r"/(posts|videos|photos|permalink|story|watch|reel|share)[/.]|story_fbid=|/photo\.php|fbid="),
+    "x": re.compile(r"^/[^/]+/status(es)?/\d+|^/i/(web/)?status/\d+"),
+    # /share/p/<id> is a post link, /share.php and /sharer/ are share buttons
+    "facebook": re.compile(r"/(posts|videos|photos|permalink|story|watch|reel)[/?]|/share/|/(permalink|story)\.php|story_fbid=|/photo\.php|fbid="),
     "instagram": re.compile(r"^/(p|reel|tv)/[\w-]+"),
     "tiktok": re.compile(r"/video/\d+|^/t/\w+|^/\w{6,}/?$"),
     "youtube": re.compile(r"^/(watch|shorts/|embed/|live/)|^/[\w-]{11}$"),
     "telegram": re.compile(r"^/[\w_]+/\d+"),
     "bluesky": re.compile(r"^/profile/[^/]+/post/\w+"),
-    "whatsapp": re.compile(r".+"),
+    "whatsapp": re.compile(r"^/channel/[\w-]+/\d+"),  # channel posts only; wa.me / send links are share buttons
     "vk": re.compile(r"wall-?\d+_\d+|video-?\d+_\d+"),
     "weibo": re.compile(r"^/\d+/\w+"),
 }
 ARCHIVE_TODAY = ("archive.today", "archive.ph", "archive.is", "archive.li", "archive.md", "archive.fo", "archive.vn")
+INLINE_SKIP = re.compile(r"\.svg(\?|$)|^data:|/(logo|icon|sprite|avatar|badge|pixel)[^/]*$", re.I)
 SHORTENERS = ("t.co", "bit.ly", "ow.ly", "tinyurl.com", "buff.ly", "fb.me", "goo.gl", "is.gd", "rb.gy", "shorturl.at", "lnkd.in", "dlvr.it")
 
 
@@ -85,10 +87,11 @@ def archive_kind(url: str) -> str:
 
 def original_from_archive_url(url: str) -> str:
     """The original URL when the archive link spells it out (Wayback, archive.today long links, ghostarchive search)."""
-    match = re.search(r"/(?:web|save)/(?:\d{1,14}[a-z_]*/)?(https?:/{1,2}.+)$", url)
+    match = re.search(r"/(?:web|save)/(?:[\d*]{1,14}[a-z_]*/)?(https?:/{1,2}.+)$", url)
     if match and archive_kind(url) == "wayback":
         return re.sub(r"^(https?:)/+", r"\1//", match.group(1))
-    match = re.search(r"/(?:\d{14}|newest|oldest)/(https?://.+)$", url)
+    # archive.today long links carry the capture time as 20200407101500 or 2020.04.07-101500
+    match = re.search(r"/(?:\d{14}|\d{4}\.\d{2}\.\d{2}-\d{6}|newest|oldest)/(https?://.+)$", url)
     if match and archive_kind(url) == "archive_today":
         return match.group(1)
     match = re.search(r"[?&]term=(https?[^&]+)", url)
@@ -102,6 +105,7 @@ def original_from_archive_page(html: str, base_url: str) -> str:
     doc = lxml.html.fromstring(html)
     for xpath in (
         "//input[@id='SHARE_LONGLINK']/@value",
+        "//a[contains(concat(' ', normalize-space(@class), ' '), ' original-url ')]/@href",  # perma.cc record page
         "//meta[@property='og:url']/@content",
         "//link[@rel='canonical']/@href",
     ):
@@ -142,7 +146,10 @@ def page_media(html: str, base_url: str) -> tuple[str, list[str]]:
     urls = meta("og:video", "og:video:url", "og:video:secure_url", "twitter:player:stream")
     urls += doc.xpath("//video/@src | //video/source/@src")
     urls += meta("og:image", "og:image:url", "twitter:image", "twitter:image:src")
-    return text, list(dict.fromkeys(urljoin(base_url, u) for u in urls))
+    if not urls:
+        # archive.today captures carry no Open Graph tags for the original; its images are plain <img>s
+        urls = [u for u in doc.xpath("//img/@src") if u.strip() and not INLINE_SKIP.search(u.strip())]
+    return text, list(dict.fromkeys(urljoin(base_url, u.strip()) for u in urls))
 
 
 class Recoverer:
@@ -206,14 +213,19 @@ class Recoverer:
 
 def recover_claim(review: TrustedReview, article: Article, recoverer: Recoverer, pipeline: PipelineResource) -> ClaimAppearances:
     """At most ``max_appearances`` usable appearances, then the article's own images as further candidates."""
-    appearances, media, seen_originals = [], [], set()
+    appearances: list[Appearance] = []
+    media: list[Medium] = []
+    by_original: dict[str, Appearance] = {}
     for link in candidate_links(review, article):
         if sum(a.status == "ok" for a in appearances) >= pipeline.max_appearances:
             break
         appearance, found = recoverer.recover(link)
-        if appearance.original_url in seen_originals:
-            continue  # an archived copy of a post we already have
-        seen_originals.add(appearance.original_url)
+        previous = by_original.get(appearance.original_url)
+        if previous is not None:
+            if previous.status == "ok" or appearance.status != "ok":
+                continue  # an archived copy of a post we already have (or a second failure for it)
+            appearances.remove(previous)  # a separately linked archive copy stands in for the dead original
+        by_original[appearance.original_url] = appearance
         appearances.append(appearance)
         media.extend(found)
     for image in article.images:

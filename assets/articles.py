@@ -5,6 +5,7 @@ import re
 from urllib.parse import urljoin, urlsplit
 
 import dagster as dg
+import lxml.etree
 import lxml.html
 import trafilatura
 
@@ -37,10 +38,22 @@ def detect_wall(html: str, text_chars: int) -> str:
     """A paywall or bot wall leaves little text and says so; such pages are recorded, not silently dropped."""
     if text_chars >= 3000:
         return ""  # a full article that merely mentions "captcha" is not a wall
+    visible = _visible_text(html)
     for reason, pattern in WALL_PATTERNS.items():
-        if pattern.search(html):
+        if pattern.search(visible):
             return reason
     return ""
+
+
+def _visible_text(html: str) -> str:
+    """Page text without scripts and styles (CSS classes like `.captcha__description` are not a wall)."""
+    try:
+        doc = lxml.html.fromstring(html)
+    except (lxml.etree.ParserError, ValueError):
+        return html
+    for el in doc.xpath("//script | //style | //template"):
+        el.drop_tree()
+    return " ".join(doc.text_content().split())
 
 
 def _largest_srcset(srcset: str) -> str:
@@ -53,6 +66,35 @@ def _largest_srcset(srcset: str) -> str:
         if width > best_w:
             best, best_w = bits[0], width
     return best
+
+
+def _jsonld_nodes(value):
+    if isinstance(value, list):
+        for item in value:
+            yield from _jsonld_nodes(item)
+    elif isinstance(value, dict):
+        yield value
+        yield from _jsonld_nodes(value.get("@graph"))
+
+
+def _markup_appearances(doc) -> list[str]:
+    """URLs the page's own ClaimReview markup names for the reviewed item (often not linked in the text)."""
+    out = []
+    for script in doc.xpath("//script[@type='application/ld+json']/text()"):
+        try:
+            data = json.loads(script)
+        except ValueError:
+            continue  # broken JSON-LD is common; the visible links still count
+        for node in _jsonld_nodes(data):
+            reviewed = node.get("itemReviewed") if "ClaimReview" in str(node.get("@type", "")) else None
+            if not isinstance(reviewed, dict):
+                continue
+            for key in ("url", "appearance", "firstAppearance"):
+                for item in reviewed.get(key) if isinstance(reviewed.get(key), list) else [reviewed.get(key)]:
+                    url = item.get("url") if isinstance(item, dict) else item
+                    if isinstance(url, str) and url.strip().startswith(("http://", "https://")):
+                        out.append(url.strip())
+    return out
 
 
 def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], list[str]]:
@@ -71,14 +113,15 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
         figure = next((a for a in img.iterancestors("figure")), None)
         caption = ""
         if figure is not None:
-            caption = " ".join(" ".join(c.itertext()).split() for c in figure.iter("figcaption"))
+            caption = " ".join(" ".join(c.itertext()) for c in figure.iter("figcaption"))
+            caption = " ".join(caption.split())
         images.append(ImageRef(src=src, alt=(img.get("alt") or "").strip(), caption=caption))
     videos = []
     for el in doc.xpath("//video[@src] | //video/source[@src] | //iframe[@src] | //meta[@property='og:video']"):
         src = urljoin(base_url, (el.get("src") or el.get("content") or "").strip())
         if VIDEO_EXT.search(src) or any(h in src for h in VIDEO_HOSTS):
             videos.append(src)
-    links = []
+    links = _markup_appearances(doc)
     for a in doc.iter("a"):
         href = (a.get("href") or "").strip()
         if href and not href.startswith(("#", "mailto:", "javascript:", "tel:")):
@@ -138,10 +181,16 @@ def scrape(reviews: list[TrustedReview], web: WebResource, pipeline: PipelineRes
     stats, articles = StageYield(len(reviews)), []
     for i, review in enumerate(reviews, 1):
         result = web.fetch(review.review_url)
+        is_html = "html" in result.content_type or not result.content_type
         if not result.ok:
-            stats.drop(f"fetch_failed:{result.error or result.status}")
+            # bot walls answer 403/429/503 with a challenge page: record the wall, not just the status
+            wall = ""
+            if result.error is None and result.content and is_html:
+                html = result.text()
+                wall = detect_wall(html, len(extract_article(html, result.final_url)["text"]))
+            stats.drop(wall or f"fetch_failed:{result.error or result.status}")
             continue
-        if "html" not in result.content_type and result.content_type:
+        if not is_html:
             stats.drop("not_html")
             continue
         article, reason = build_article(review, result.final_url, result.text(), pipeline)

@@ -1,7 +1,6 @@
 """What every stage asset shares: reading the upstream table, writing its own, and reporting its yield."""
 
 import hashlib
-import json
 from collections import Counter
 from typing import Iterable
 
@@ -10,7 +9,7 @@ from pydantic import BaseModel
 
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
-from schemas.frames import from_frame, to_frame
+from schemas.frames import to_frame, validate_rows
 from schemas.records import QuarantineRecord
 
 PARTITIONS = quarterly_partitions
@@ -24,9 +23,20 @@ def quarter_of_context(context: dg.AssetExecutionContext) -> str:
     return to_label(context.partition_key)
 
 
-def load_upstream(store: StoreResource, asset: str, quarter: str, model: type[BaseModel]) -> list:
-    """Read and re-validate the upstream table: the input boundary of a stage."""
-    return from_frame(store.read_table(asset, quarter), model)
+def load_upstream(
+    store: StoreResource, asset: str, quarter: str, model: type[BaseModel], quarantine: list | None = None
+) -> list:
+    """Read and re-validate the upstream table: the input boundary of a stage.
+
+    Rows that fail validation go to ``quarantine`` (with the reading stage's name set later by finish_stage).
+    """
+    rows = store.read_table(asset, quarter).iter_rows(named=True)
+    good, bad = validate_rows(rows, model, f"input:{asset}", quarter)
+    if bad and quarantine is None:
+        raise ValueError(f"{len(bad)} rows of {asset} {quarter} fail validation, first: {bad[0].reason}")
+    if quarantine is not None:
+        quarantine.extend(bad)
+    return good
 
 
 class StageYield:
@@ -69,7 +79,11 @@ def finish_stage(
     df = to_frame(records, model)
     run_id = getattr(context, "run_id", "") or ""
     version = store.write_table(asset, quarter, df, run_id)
-    quarantined = list(quarantined)
+    # Rows rejected at the input boundary carry "input:<upstream>"; they belong to this stage's quarantine.
+    quarantined = [
+        q if q.stage == asset else q.model_copy(update={"stage": asset, "reason": f"{q.stage}:{q.reason}"})
+        for q in quarantined
+    ]
     store.write_quarantine(asset, quarter, quarantined, run_id)
     for q in quarantined:  # stages leave quarantined rows to be counted here, once
         stage_yield.drop(f"quarantined:{q.reason}")
@@ -79,5 +93,28 @@ def finish_stage(
     return dg.MaterializeResult(metadata=meta)
 
 
-def dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+def map_records(stage: str, items: list, fn, stats: StageYield, log=None) -> list:
+    """Apply ``fn(item) -> (record | list of records | None, drop reason)`` to every item, with progress.
+
+    One item that raises is logged and counted as an ``error:<Type>`` drop; it never stops the quarter.
+    """
+    out: list = []
+    for i, item in enumerate(items, 1):
+        try:
+            record, reason = fn(item)
+        except Exception as err:  # noqa: BLE001 - one bad record must not lose the others
+            record, reason = None, f"error:{type(err).__name__}"
+            if log:
+                log.warning(f"{stage}: item {i} failed: {err!r}")
+        if record is None:
+            stats.drop(reason)
+        else:
+            out.extend(record if isinstance(record, list) else [record])
+        if log and (i % 10 == 0 or i == len(items)):
+            log.info(f"{stage}: {i}/{len(items)} done, {len(out)} kept")
+    return out
+
+
+def count(stats: StageYield, key: str, n: int = 1) -> None:
+    """A numeric metadata counter beside the drops (labels, platforms, fallbacks)."""
+    stats.extra[key] = int(stats.extra.get(key, 0)) + n

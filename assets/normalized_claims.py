@@ -5,7 +5,9 @@ from functools import lru_cache
 
 import dagster as dg
 
-from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context, stable_id
+from assets.common import (
+    PARTITIONS, StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context, stable_id,
+)
 from assets.ensemble import ask
 from assets.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
@@ -139,20 +141,21 @@ def normalized_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
-    claims = load_upstream(store, "appearances", quarter, ClaimAppearances)
-    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article)}
+    bad: list = []  # upstream rows that fail validation
+    claims = load_upstream(store, "appearances", quarter, ClaimAppearances, bad)
+    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
     media_store = MediaStore(store.media_root)
-    stats, out = StageYield(len(claims)), []
-    for i, claim in enumerate(claims, 1):
+    stats = StageYield(len(claims))
+
+    def one(claim: ClaimAppearances):
         normalized, reason = normalize_claim(claim, articles.get(claim.review_id), llm, pipeline, media_store)
-        if normalized is None:
-            stats.drop(reason)
-        else:
-            out.append(normalized)
-            stats.extra[f"normalization/{normalized.normalization}"] = int(stats.extra.get(f"normalization/{normalized.normalization}", 0)) + 1
-        context.log.info(f"normalized_claims: {i}/{len(claims)}")
+        if normalized is not None:
+            count(stats, f"normalization/{normalized.normalization}")
+        return normalized, reason
+
+    out = map_records(STAGE, claims, one, stats, context.log)
     stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
-    return finish_stage(context, store, STAGE, quarter, out, NormalizedClaim, stats)
+    return finish_stage(context, store, STAGE, quarter, out, NormalizedClaim, stats, bad)
 
 
 def llm_metadata(llm: LLMResource, stage: str, run_id: str) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.common import PARTITIONS, StageYield, finish_stage, quarter_of_context
+from assets.common import PARTITIONS, StageYield, count, finish_stage, map_records, quarter_of_context
 from assets.media import MediaStore
 from assets.normalized_claims import llm_metadata
 from assets.scored_claims import integrity_of, rate, verdicts_from
@@ -75,11 +75,15 @@ def predictions(
         raise dg.Failure(f"verifier mode {pipeline.verifier_mode!r} is not available yet; use closed_book")
     member = pipeline.verifier_member or llm.member_names()[0]
     claims = load_release(folder)
-    stats, out = StageYield(len(claims)), []
-    for claim in claims:
-        prediction = predict(claim, quarter, llm, member, MediaStore(str(folder)))
-        stats.extra["no_verdict"] = int(stats.extra.get("no_verdict", 0)) + bool(prediction.error)
-        out.append(prediction)
+    stats = StageYield(len(claims))
+    media_store = MediaStore(str(folder))
+
+    def one(claim: ReleaseClaim):
+        prediction = predict(claim, quarter, llm, member, media_store)
+        count(stats, "no_verdict", bool(prediction.error))
+        return prediction, ""
+
+    out = map_records(STAGE, claims, one, stats, context.log)
     stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
     stats.extra["release"] = folder.name
     return finish_stage(context, store, STAGE, quarter, out, Prediction, stats)

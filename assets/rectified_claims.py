@@ -2,11 +2,13 @@
 
 import dagster as dg
 
-from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context, stable_id
+from assets.common import (
+    PARTITIONS, StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context, stable_id,
+)
 from assets.ensemble import ask
 from assets.media import MediaStore
 from assets.normalized_claims import check_claim_text, llm_metadata, with_media_refs
-from assets.scored_claims import score_claim
+from assets.scored_claims import evidence_for, score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
@@ -50,7 +52,7 @@ def rectify(
         return None, "not_shareable"
     rectified_id = stable_id(claim.review_id, "rectified")
     candidate = NormalizedClaim(**{**claim.model_dump(), "claim_id": rectified_id, "text": text, "normalization": "llm"})
-    scored, reason = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id)
+    scored, reason = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id, STAGE)
     if scored is None:
         return None, f"rescore_{reason}"
     if scored.integrity.label != "intact":
@@ -63,22 +65,23 @@ def rectify_all(
     media_store: MediaStore, log=None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     """Every scored claim passes through; Compromised ones gain a linked rectified variant when one holds up."""
-    stats, out = StageYield(len(claims)), []
-    compromised = [c for c in claims if c.integrity.label == "compromised"]
-    stats.extra["compromised"] = len(compromised)
-    for claim in claims:
+    stats = StageYield(len(claims))
+    stats.extra["compromised"] = sum(c.integrity.label == "compromised" for c in claims)
+
+    def one(claim: ScoredClaim):
         if claim.integrity.label != "compromised":
-            out.append(claim)
-            continue
-        article = articles.get(claim.review_id)
-        rectified, reason = rectify(claim, article.text[: pipeline.evidence_chars] if article else "", llm, pipeline, media_store)
+            return claim, ""
+        evidence = evidence_for(articles, claim.review_id, pipeline.evidence_chars)
+        try:
+            rectified, reason = rectify(claim, evidence, llm, pipeline, media_store)
+        except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
+            rectified, reason = None, f"error:{type(err).__name__}"
         if rectified is None:
-            stats.extra[f"not_rectified/{reason}"] = int(stats.extra.get(f"not_rectified/{reason}", 0)) + 1
-            out.append(claim)
-        else:
-            out.extend([claim.model_copy(update={"variant_of": rectified.claim_id}), rectified])
-        if log:
-            log.info(f"rectified_claims: {len(out)} rows after {claim.claim_id}")
+            count(stats, f"not_rectified/{reason}")
+            return claim, ""
+        return [claim.model_copy(update={"variant_of": rectified.claim_id}), rectified], ""
+
+    out = map_records(STAGE, claims, one, stats, log)
     stats.extra["rectified"] = sum(c.variant == "rectified" for c in out)
     return out, stats
 
@@ -95,8 +98,9 @@ def rectified_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
-    claims = load_upstream(store, "scored_claims", quarter, ScoredClaim)
-    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article)}
+    bad: list = []  # upstream rows that fail validation
+    claims = load_upstream(store, "scored_claims", quarter, ScoredClaim, bad)
+    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
     out, stats = rectify_all(claims, articles, llm, pipeline, MediaStore(store.media_root), context.log)
     stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
-    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats)
+    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats, bad)

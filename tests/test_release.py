@@ -1,0 +1,139 @@
+"""Release selection (balance, Unknown share, pairs, media preference) and the VeriTaS-format check."""
+
+import io
+import json
+from datetime import date
+
+import pytest
+from PIL import Image
+
+from assets.media import MediaStore
+from assets.release import select_release, to_release_claims, validate_release, write_release
+from assets.scored_claims import bin3
+from schemas.records import Integrity, Medium, PropertyVerdict, ScoredClaim
+
+
+def jpeg(color) -> bytes:
+    buf = io.BytesIO()
+    img = Image.new("RGB", (320, 240), color)
+    for x in range(0, 320, 16):  # some structure, so perceptual hashes differ between colours
+        for y in range(0, 240, 16):
+            if (x // 16 + y // 16 + sum(color)) % 3 == 0:
+                img.putpixel((x, y), (255 - color[0], 255 - color[1], 255 - color[2]))
+    img.save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def claim(cid, score, text, media=(), variant="original", variant_of="", language="en"):
+    decisive = "veracity"
+    verdicts = []
+    for i, _ in enumerate(media):
+        verdicts += [PropertyVerdict(property="authenticity", medium_index=i, score=0.6667, n_ratings=3, spread=0.5),
+                     PropertyVerdict(property="contextualization", medium_index=i, score=max(score, 0.5), n_ratings=3, spread=0.3)]
+    return ScoredClaim(
+        claim_id=cid, review_id=f"r-{cid.split('-')[0]}", quarter="2020Q2", text=text, original_text=text,
+        normalization="llm", language=language, claim_date=date(2020, 5, 1), review_url=f"https://fullfact.org/{cid}",
+        media=list(media), media_verdicts=verdicts,
+        veracity=PropertyVerdict(property="veracity", score=score, n_ratings=3, spread=0.4, justification=f"why {cid}"),
+        integrity=Integrity(score=score, decisive_property=decisive, label=bin3(score)),
+        variant=variant, variant_of=variant_of,
+    )
+
+
+TOPICS = ["5G masts spread the virus", "Bill Gates wants to chip everyone", "hot steam cures the disease",
+          "a Nobel laureate said the virus is man-made", "aspirin cures the infection", "Wuhan lab leaked a weapon",
+          "vitamin C megadoses stop infection", "hydroxychloroquine cured a whole village", "garlic water kills it",
+          "the outbreak was planned in 2019", "masks cause oxygen deprivation"]
+
+
+@pytest.fixture()
+def pool(tmp_path):
+    store = MediaStore(str(tmp_path / "media"))
+    photos = [store.put_image(jpeg(c)) for c in [(200, 30, 30), (30, 200, 30), (30, 30, 200)]]
+    media = [Medium(medium_id=p.sha256, kind="image", path=p.path, width=p.width, height=p.height, phash=p.phash) for p in photos]
+    claims = [
+        claim("c1-o", -1.0, f"<image:0> {TOPICS[0]}", [media[0]]),
+        claim("c2-o", -0.6667, TOPICS[1]),
+        claim("c3-o", -0.6667, f"<image:0> {TOPICS[2]}", [media[1]]),
+        claim("c4-o", -1.0, TOPICS[3], variant_of="c4-r"),
+        claim("c5-o", -0.7778, TOPICS[4], variant_of="c5-r"),
+        claim("c4-r", 0.6667, TOPICS[5], variant="rectified", variant_of="c4-o"),
+        claim("c5-r", 0.7778, TOPICS[6], variant="rectified", variant_of="c5-o"),
+        claim("c6-o", 0.6667, f"<image:0> {TOPICS[7]}", [media[2]]),
+        claim("c7-o", 1.0, TOPICS[8]),
+        claim("c8-o", 0.0, TOPICS[9]),
+        claim("c9-o", 0.3333, TOPICS[10]),
+    ]
+    return claims, store
+
+
+def test_selection_is_balanced_with_unknown_share_and_no_pairs(pool):
+    claims, _ = pool
+    chosen, report = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    labels = [c.integrity.label for c in chosen]
+    # 5 compromised (2 with variants), 2 natural intact + 2 variants, 2 unknown of 9 originals
+    assert report["available"] == {"intact": 2, "compromised": 5, "unknown": 2, "rectified": 2}
+    assert labels.count("compromised") == labels.count("intact") == 3
+    assert labels.count("unknown") == 2  # round(2/9 * 6 / (7/9)) = round(1.71)
+    ids = {c.claim_id for c in chosen}
+    assert not any(c.variant_of in ids and c.claim_id in ids for c in chosen if c.variant_of)
+    # the three compromised chosen are those without a variant, so both variants can serve as intact
+    assert {c.claim_id for c in chosen if c.integrity.label == "compromised"} == {"c1-o", "c2-o", "c3-o"}
+
+
+def test_selection_respects_size_and_near_duplicates(pool):
+    claims, _ = pool
+    twin = claims[1].model_copy(update={"claim_id": "c2b-o", "text": claims[1].text + "!"})
+    chosen, report = select_release(claims + [twin], size=4, media_share=0.8, similarity=92)
+    assert report["near_duplicates"] == 1
+    labels = [c.integrity.label for c in chosen]
+    assert len(chosen) <= 4 and labels.count("intact") == labels.count("compromised")
+
+
+def test_no_balance_is_never_faked():
+    only_false = [claim(f"x{i}-o", -1.0, TOPICS[i]) for i in range(3)]
+    chosen, report = select_release(only_false, size=1000, media_share=0.8, similarity=92)
+    assert chosen == [] and report["selected"] == {"intact": 0, "compromised": 0, "unknown": 0}
+
+
+def test_written_release_passes_the_format_check_and_catches_damage(pool, tmp_path):
+    claims, store = pool
+    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    release_claims, files = to_release_claims(chosen)
+    folder = tmp_path / "release"
+    folder.mkdir()
+    manifest = write_release(folder, "2020Q2", release_claims, files, store, {"version": "test"})
+    assert validate_release(folder) == []
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["year"] == 2020 and meta["quarter"] == 2
+    assert meta["claim_counts"] == {"intact": 3, "nei": 2, "compromised": 3, "total": 8}
+    assert meta["media_counts"]["images"] == len(list((folder / "images").glob("*.jpg"))) >= 1
+    data = json.loads((folder / "claims.json").read_text())["claims"]
+    with_media = [c for c in data if c["media"]]
+    for c in with_media:  # text references use the release's numeric media ids
+        m = c["media"][0]
+        assert f"<image:{m['id']}>" in c["text"] and m["file_path"] == f"images/{m['id']}.jpg"
+    assert set(manifest["files"]) >= {"meta.json", "claims.json"}
+    # damage: a media file that is not a JPEG, and meta counts that lie
+    victim = folder / with_media[0]["media"][0]["file_path"]
+    victim.write_bytes(b"<html>not an image</html>")
+    meta["claim_counts"]["total"] = 99
+    (folder / "meta.json").write_text(json.dumps(meta))
+    problems = validate_release(folder)
+    assert any("is not a JPEG" in p for p in problems)
+    assert any("meta claim_counts" in p for p in problems)
+
+
+def test_format_check_catches_wrong_integrity(tmp_path):
+    folder = tmp_path / "r"
+    (folder / "images").mkdir(parents=True)
+    (folder / "videos").mkdir()
+    bad = {"id": 1, "text": "x", "date": None, "language": "en", "review_url": "https://x.org", "media": [],
+           "veracity": {"score": -1.0, "justification": ""}, "context_coverage": None,
+           "integrity": {"score": 0.5, "decisive_property": "veracity"}}
+    (folder / "claims.json").write_text(json.dumps({"claims": [bad]}))
+    (folder / "meta.json").write_text(json.dumps({"claim_counts": {"intact": 1, "nei": 0, "compromised": 0, "total": 1},
+                                                  "media_counts": {"images": 0, "videos": 0}}))
+    problems = validate_release(folder)
+    assert any("is not the lowest" in p for p in problems)
+    assert any("unbalanced" in p for p in problems)
