@@ -30,6 +30,8 @@ test: install
 	$(BIN)/python -m pytest -q
 
 dev: install
+	mkdir -p .veritas/dagster
+	test -f .veritas/dagster/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > .veritas/dagster/dagster.yaml
 	DAGSTER_HOME=$(CURDIR)/.veritas/dagster $(BIN)/dagster dev -w workspace.yaml
 
 clean:

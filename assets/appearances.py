@@ -6,7 +6,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import dagster as dg
 import lxml.html
 
-from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from assets.common import StageYield, finish_stage, load_upstream, quarter_of_context, stage_asset
 from assets.media import MediaError, MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
@@ -257,13 +257,11 @@ def recover_all(
     return out, stats
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="scraping",
-    kinds={"python", "parquet"},
-    deps=["articles", "trusted_reviews"],
+@stage_asset(
+    "scraping",
+    "Stage 4: original posts and archived copies (max 2 usable per claim) and their downloaded media.",
+    deps=("articles", "trusted_reviews"),
     pool="web",
-    description="Stage 4: original posts and archived copies (max 2 usable per claim) and their downloaded media.",
 )
 def appearances(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource

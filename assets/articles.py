@@ -9,7 +9,7 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
-from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from assets.common import StageYield, finish_stage, load_upstream, quarter_of_context, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
@@ -203,13 +203,11 @@ def scrape(reviews: list[TrustedReview], web: WebResource, pipeline: PipelineRes
     return articles, stats
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="scraping",
-    kinds={"python", "parquet"},
-    deps=["trusted_reviews"],
+@stage_asset(
+    "scraping",
+    "Stage 3: fact-check article text (trafilatura), images, video links; walls recorded with a reason.",
+    deps=("trusted_reviews",),
     pool="web",
-    description="Stage 3: fact-check article text (trafilatura), images, video links; walls recorded with a reason.",
 )
 def articles(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource

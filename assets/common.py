@@ -15,6 +15,13 @@ from schemas.records import QuarantineRecord
 PARTITIONS = quarterly_partitions
 
 
+def stage_asset(group: str, description: str, deps: tuple[str, ...] = (), pool: str | None = None, kinds=("python", "parquet")):
+    """The decorator every stage shares: quarter-partitioned, grouped by pipeline phase, optionally in a pool."""
+    return dg.asset(
+        partitions_def=PARTITIONS, group_name=group, kinds=set(kinds), deps=list(deps), pool=pool, description=description
+    )
+
+
 def stable_id(*parts: str, length: int = 16) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:length]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.common import PARTITIONS, quarter_of_context
+from assets.common import quarter_of_context, stage_asset
 from assets.predictions import load_release
 from assets.scored_claims import bin3, bin7
 from dagster_project.resources.store import StoreResource
@@ -89,12 +89,11 @@ def report_rows(report: dict, quarter: str, system: str) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="evaluation",
-    kinds={"python", "parquet", "json"},
-    deps=["predictions", "release"],
-    description="MSE, MAE, 3-bin and 7-bin accuracy of the predictions against the release, per property/modality/language.",
+@stage_asset(
+    "evaluation",
+    "MSE, MAE, 3-bin and 7-bin accuracy of the predictions against the release, per property/modality/language.",
+    deps=("predictions", "release"),
+    kinds=("json", "parquet", "python"),
 )
 def evaluation(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)

@@ -6,7 +6,14 @@ from functools import lru_cache
 import dagster as dg
 
 from assets.common import (
-    PARTITIONS, StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context, stable_id,
+    StageYield,
+    count,
+    finish_stage,
+    load_upstream,
+    map_records,
+    quarter_of_context,
+    stable_id,
+    stage_asset,
 )
 from assets.ensemble import ask
 from assets.media import MediaStore, near_duplicate_groups
@@ -129,13 +136,11 @@ def normalize_claim(
     ), ""
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="claims",
-    kinds={"python", "parquet"},
-    deps=["appearances", "articles"],
+@stage_asset(
+    "claims",
+    "Stage 5: the claim as a bare assertion (<= 2 sentences, 70 words) with at most 4 of its own media.",
+    deps=("appearances", "articles"),
     pool="llm",
-    description="Stage 5: the claim as a bare assertion (<= 2 sentences, 70 words) with at most 4 of its own media.",
 )
 def normalized_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.common import PARTITIONS, StageYield, count, finish_stage, map_records, quarter_of_context
+from assets.common import StageYield, count, finish_stage, map_records, quarter_of_context, stage_asset
 from assets.media import MediaStore
 from assets.normalized_claims import llm_metadata
 from assets.scored_claims import integrity_of, rate, verdicts_from
@@ -56,13 +56,11 @@ def predict(claim: ReleaseClaim, quarter: str, llm: LLMResource, member: str, me
     )
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="evaluation",
-    kinds={"python", "parquet"},
-    deps=["release"],
+@stage_asset(
+    "evaluation",
+    "Image-text verification: the baseline verifier's predictions on the quarter's release.",
+    deps=("release",),
     pool="llm",
-    description="Image-text verification: the baseline verifier's predictions on the quarter's release.",
 )
 def predictions(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource

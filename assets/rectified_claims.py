@@ -3,7 +3,14 @@
 import dagster as dg
 
 from assets.common import (
-    PARTITIONS, StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context, stable_id,
+    StageYield,
+    count,
+    finish_stage,
+    load_upstream,
+    map_records,
+    quarter_of_context,
+    stable_id,
+    stage_asset,
 )
 from assets.ensemble import ask
 from assets.media import MediaStore
@@ -86,13 +93,11 @@ def rectify_all(
     return out, stats
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="claims",
-    kinds={"python", "parquet"},
-    deps=["scored_claims", "articles"],
+@stage_asset(
+    "claims",
+    "Stage 7: originals plus Intact rectified variants of Compromised claims, linked both ways.",
+    deps=("scored_claims", "articles"),
     pool="llm",
-    description="Stage 7: originals plus Intact rectified variants of Compromised claims, linked both ways.",
 )
 def rectified_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource

@@ -12,16 +12,21 @@ from pathlib import Path
 import dagster as dg
 from rapidfuzz import fuzz
 
-from assets.common import PARTITIONS, StageYield, load_upstream, quarter_of_context
+from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
 from assets.media import MediaStore
 from assets.normalized_claims import MEDIA_REF
 from assets.scored_claims import bin3
 from dagster_project.config import PROJECT_ROOT, PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
-from prompts import HERE as PROMPTS_DIR, template_hash
+from prompts import HERE as PROMPTS_DIR
+from prompts import template_hash
 from schemas.records import (
-    ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ReleaseScore, ScoredClaim,
+    ReleaseClaim,
+    ReleaseIntegrity,
+    ReleaseMedium,
+    ReleaseScore,
+    ScoredClaim,
 )
 
 STAGE = "release"
@@ -219,12 +224,11 @@ def validate_release(folder: Path) -> list[str]:
     return problems
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="release",
-    kinds={"python", "json"},
-    deps=["rectified_claims"],
-    description="The quarter's balanced split in the VeriTaS format (meta.json, claims.json, images/, videos/).",
+@stage_asset(
+    "release",
+    "The quarter's balanced split in the VeriTaS format (meta.json, claims.json, images/, videos/).",
+    deps=("rectified_claims",),
+    kinds=("json", "python"),
 )
 def release(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource

@@ -6,7 +6,15 @@ from fractions import Fraction
 
 import dagster as dg
 
-from assets.common import PARTITIONS, StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context
+from assets.common import (
+    StageYield,
+    count,
+    finish_stage,
+    load_upstream,
+    map_records,
+    quarter_of_context,
+    stage_asset,
+)
 from assets.ensemble import ask
 from assets.media import MediaStore
 from assets.normalized_claims import llm_metadata
@@ -202,13 +210,11 @@ def score_all(
     return out, stats
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="claims",
-    kinds={"python", "parquet"},
-    deps=["normalized_claims", "articles"],
+@stage_asset(
+    "claims",
+    "Stage 6: ensemble ratings of authenticity, contextualization, veracity, context coverage; integrity.",
+    deps=("normalized_claims", "articles"),
     pool="llm",
-    description="Stage 6: ensemble ratings of authenticity, contextualization, veracity, context coverage; integrity.",
 )
 def scored_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource

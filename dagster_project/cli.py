@@ -35,8 +35,9 @@ def run_quarter(config_path: str | None, quarter: str, until: str | None = None)
     """Materialize the stages (up to ``until``) for one quarter in process; returns success."""
     import dagster as dg
 
+    from dagster_project.checks import CHECKS
     from dagster_project.config import load_config
-    from dagster_project.definitions import ALL_ASSETS, ASSET_NAMES, build_resources, release_format
+    from dagster_project.definitions import ALL_ASSETS, ASSET_NAMES, build_resources
     from dagster_project.partitions import to_key, to_label
 
     config = load_config(config_path)
@@ -47,7 +48,7 @@ def run_quarter(config_path: str | None, quarter: str, until: str | None = None)
     started = time.monotonic()
     print(f"[veritas] {label}: {' -> '.join(selection)}", flush=True)
     result = dg.materialize(
-        [*ALL_ASSETS, release_format],
+        [*ALL_ASSETS, *CHECKS],
         selection=selection,
         partition_key=to_key(label),
         resources=build_resources(config),

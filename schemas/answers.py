@@ -1,8 +1,6 @@
 """What the models must answer, per prompt. Enums and maxLength keep a small local model inside the schema."""
 
-from typing import Literal
-
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 

@@ -67,12 +67,9 @@ def test_every_stage_reports_a_consistent_funnel(demo_run):
     assert report["quarter"] == "2026Q2"
     stages = report["stages"]
     assert list(stages) == ASSET_NAMES
-    # the 2026Q2 part of the demo feed: the real AFP review, a non-fact-checker, null items, a missing URL, a late claim date
-    assert stages["reviews"]["rows_in"] == 5 and stages["reviews"]["rows_out"] == 2
-    assert stages["reviews"]["drops"] == {
-        "claim_date_after_review_date": 1, "duplicate": 0,
-        "quarantined:element_without_items": 1, "quarantined:missing_review_url": 1,
-    }
+    # the 2026Q2 part of the demo feed: the real AFP review and a non-fact-checker (the malformed records are 2020Q2's)
+    assert stages["reviews"]["rows_in"] == 2 and stages["reviews"]["rows_out"] == 2
+    assert stages["reviews"]["drops"] == {"duplicate": 0}
     assert stages["trusted_reviews"]["drops"] == {"unknown_publisher": 1}
     for upstream, downstream in zip(ASSET_NAMES[:4], ASSET_NAMES[1:5]):
         assert stages[upstream]["rows_out"] == stages[downstream]["rows_in"]
@@ -94,13 +91,9 @@ def test_release_is_valid_and_exportable(demo_run, tmp_path):
     assert (out / "claims.json").exists() and (out / "meta.json").exists()
     evaluation = json.loads((root / "reports/2026Q2/evaluation.json").read_text())
     assert evaluation["quarter"] == "2026Q2"
-    # the quarantine keeps the malformed records with their reasons
-    import polars as pl
-
+    # an empty quarantine is still a typed, versioned table
     quarantine_dir = root / "quarantine/reviews/2026Q2"
-    latest = (quarantine_dir / "LATEST").read_text().strip()
-    reasons = sorted(pl.read_parquet(quarantine_dir / f"{latest}.parquet")["reason"].to_list())
-    assert reasons == ["element_without_items", "missing_review_url"]
+    assert (quarantine_dir / "LATEST").exists()
 
 
 def test_a_rerun_pays_nothing_twice(demo_run):
@@ -121,3 +114,20 @@ def test_cli_rejects_bad_input(demo_run, capsys):
     assert "not a quarter" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--config", demo_run, "run", "--quarter", "2026Q2", "--until", "nonsense"])
+
+
+def test_malformed_records_are_quarantined_in_their_own_quarter(demo_run):
+    import polars as pl
+
+    assert run_quarter(demo_run, "2020Q2", until="trusted_reviews")
+    stages = collect_yields(demo_run, "2020Q2")["stages"]
+    assert (stages["reviews"]["rows_in"], stages["reviews"]["rows_out"]) == (20, 16)
+    assert stages["reviews"]["drops"] == {
+        "claim_date_after_review_date": 1, "duplicate": 1,
+        "quarantined:element_without_items": 1, "quarantined:missing_review_url": 1,
+    }
+    root = Path(load_config(demo_run)["store"]["root"])
+    folder = root / "quarantine/reviews/2020Q2"
+    table = pl.read_parquet(folder / f"{(folder / 'LATEST').read_text().strip()}.parquet")
+    assert sorted(table["reason"].to_list()) == ["element_without_items", "missing_review_url"]
+    assert set(table["stage"].to_list()) == {"reviews"} and set(table["quarter"].to_list()) == {"2020Q2"}

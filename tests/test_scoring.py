@@ -84,3 +84,24 @@ def test_unknown_category_forces_zero_and_unknown_certainty():
     r = rating("a", "veracity", "unknown", "certain")
     assert (r.score, r.certainty) == (0.0, "unknown")
     assert isinstance(r, Rating)
+
+
+def test_quality_check_flags_bad_scored_tables():
+    from datetime import date
+
+    from dagster_project.checks import scored_table_problems
+    from schemas.frames import to_frame
+    from schemas.records import Integrity, ScoredClaim
+
+    def scored(cid, score, label):
+        return ScoredClaim(claim_id=cid, review_id="r", quarter="2020Q2", text="t", original_text="t",
+                           normalization="original", review_url="https://x.org", claim_date=date(2020, 5, 1),
+                           integrity=Integrity.model_construct(score=score, decisive_property="veracity", label=label))
+
+    good = to_frame([scored("a", -1.0, "compromised"), scored("b", 0.6667, "intact")], ScoredClaim)
+    assert scored_table_problems(good) == []
+    bad = to_frame([scored("a", -1.0, "intact"), scored("a", 0.0, "unknown")], ScoredClaim)
+    problems = scored_table_problems(bad)
+    assert any(p.startswith("expect_column_values_to_be_unique(claim_id)") for p in problems)
+    assert any(p.startswith("expect_column_values_to_be_in_set(label_matches_score)") for p in problems)
+    assert len(problems) == 2
