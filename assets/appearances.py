@@ -6,7 +6,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import dagster as dg
 import lxml.html
 
-from assets.common import StageYield, finish_stage, load_upstream, quarter_of_context, stage_asset
+from assets.common import StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context, stage_asset
 from assets.media import MediaError, MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
@@ -242,19 +242,18 @@ def recover_all(
     reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, pipeline: PipelineResource, log=None
 ) -> tuple[list[ClaimAppearances], StageYield]:
     by_id = {r.review_id: r for r in reviews}
-    stats, out = StageYield(len(articles)), []
-    for i, article in enumerate(articles, 1):
+    stats = StageYield(len(articles))
+
+    def one(article: Article):
         claim = recover_claim(by_id[article.review_id], article, recoverer, pipeline)
         usable = [a for a in claim.appearances if a.status == "ok"]
         for a in usable:
-            stats.extra[f"platform/{a.platform}"] = int(stats.extra.get(f"platform/{a.platform}", 0)) + 1
+            count(stats, f"platform/{a.platform}")
         if usable or not pipeline.require_appearance:
-            out.append(claim)
-        else:
-            stats.drop("appearances_unreachable" if claim.appearances else "no_appearance_found")
-        if log and (i % 25 == 0 or i == len(articles)):
-            log.info(f"appearances: {i}/{len(articles)} claims, {len(out)} kept")
-    return out, stats
+            return claim, ""
+        return None, "appearances_unreachable" if claim.appearances else "no_appearance_found"
+
+    return map_records(STAGE, articles, one, stats, log), stats
 
 
 @stage_asset(
@@ -267,13 +266,14 @@ def appearances(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
+    bad: list = []  # upstream rows that fail validation
     recoverer = Recoverer(web, MediaStore(store.media_root), pipeline)
     out, stats = recover_all(
-        load_upstream(store, "trusted_reviews", quarter, TrustedReview),
-        load_upstream(store, "articles", quarter, Article),
+        load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad),
+        load_upstream(store, "articles", quarter, Article, bad),
         recoverer,
         pipeline,
         context.log,
     )
     stats.extra["media"] = sum(len(c.media) for c in out)
-    return finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats)
+    return finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats, bad)

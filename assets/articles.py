@@ -9,7 +9,7 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
-from assets.common import StageYield, finish_stage, load_upstream, quarter_of_context, stage_asset
+from assets.common import StageYield, finish_stage, load_upstream, map_records, quarter_of_context, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
@@ -177,30 +177,25 @@ def build_article(review: TrustedReview, final_url: str, html: str, pipeline: Pi
     ), ""
 
 
+def fetch_article(review: TrustedReview, web: WebResource, pipeline: PipelineResource) -> tuple[Article | None, str]:
+    """One review page: (article, "") or (None, the reason it yields no article)."""
+    result = web.fetch(review.review_url)
+    is_html = "html" in result.content_type or not result.content_type
+    if not result.ok:
+        # bot walls answer 403/429/503 with a challenge page: record the wall, not just the status
+        wall = ""
+        if result.error is None and result.content and is_html:
+            html = result.text()
+            wall = detect_wall(html, len(extract_article(html, result.final_url)["text"]))
+        return None, wall or f"fetch_failed:{result.error or result.status}"
+    if not is_html:
+        return None, "not_html"
+    return build_article(review, result.final_url, result.text(), pipeline)
+
+
 def scrape(reviews: list[TrustedReview], web: WebResource, pipeline: PipelineResource, log=None) -> tuple[list[Article], StageYield]:
-    stats, articles = StageYield(len(reviews)), []
-    for i, review in enumerate(reviews, 1):
-        result = web.fetch(review.review_url)
-        is_html = "html" in result.content_type or not result.content_type
-        if not result.ok:
-            # bot walls answer 403/429/503 with a challenge page: record the wall, not just the status
-            wall = ""
-            if result.error is None and result.content and is_html:
-                html = result.text()
-                wall = detect_wall(html, len(extract_article(html, result.final_url)["text"]))
-            stats.drop(wall or f"fetch_failed:{result.error or result.status}")
-            continue
-        if not is_html:
-            stats.drop("not_html")
-            continue
-        article, reason = build_article(review, result.final_url, result.text(), pipeline)
-        if article is None:
-            stats.drop(reason)
-        else:
-            articles.append(article)
-        if log and (i % 25 == 0 or i == len(reviews)):
-            log.info(f"articles: {i}/{len(reviews)} pages, {len(articles)} kept")
-    return articles, stats
+    stats = StageYield(len(reviews))
+    return map_records(STAGE, reviews, lambda r: fetch_article(r, web, pipeline), stats, log), stats
 
 
 @stage_asset(
@@ -213,9 +208,10 @@ def articles(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
-    reviews = load_upstream(store, "trusted_reviews", quarter, TrustedReview)
+    bad: list = []  # upstream rows that fail validation
+    reviews = load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad)
     kept, stats = scrape(reviews, web, pipeline, context.log)
     log = web.fetch_log()
     stats.extra["fetches"] = len(log)
     stats.extra["fetch_success_rate"] = round(sum(1 for f in log if f.get("status") == 200) / len(log), 3) if log else 0.0
-    return finish_stage(context, store, STAGE, quarter, kept, Article, stats)
+    return finish_stage(context, store, STAGE, quarter, kept, Article, stats, bad)

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import dagster as dg
 from dateutil import parser as dateparser
 
-from assets.common import PARTITIONS, StageYield, finish_stage, quarter_of_context, stable_id
+from assets.common import StageYield, finish_stage, quarter_of_context, stable_id, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.partitions import quarter_of
 from dagster_project.resources.store import StoreResource
@@ -356,11 +356,9 @@ def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[li
     return good, bad + invalid, stats
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="ingestion",
-    kinds={"python", "parquet"},
-    description="Stage 1: ClaimReview records of the quarter from every configured source, merged and cleaned.",
+@stage_asset(
+    "ingestion",
+    "Stage 1: ClaimReview records of the quarter from every configured source, merged and cleaned.",
 )
 def reviews(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource

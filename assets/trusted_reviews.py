@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 
-from assets.common import PARTITIONS, StageYield, finish_stage, load_upstream, quarter_of_context
+from assets.common import StageYield, count, finish_stage, load_upstream, quarter_of_context, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from schemas.records import Publisher, Review, TrustedReview
@@ -74,7 +74,7 @@ def filter_trusted(reviews: list[Review], publishers: list[Publisher]) -> tuple[
         elif not publisher.trusted:
             stats.drop("not_a_signatory")
         else:
-            stats.extra[f"matched_by/{how}"] = int(stats.extra.get(f"matched_by/{how}", 0)) + 1
+            count(stats, f"matched_by/{how}")
             kept.append(
                 TrustedReview(
                     **review.model_dump(), publisher_id=publisher.publisher_id, publisher_country=publisher.country
@@ -83,12 +83,10 @@ def filter_trusted(reviews: list[Review], publishers: list[Publisher]) -> tuple[
     return kept, stats, unknown
 
 
-@dg.asset(
-    partitions_def=PARTITIONS,
-    group_name="ingestion",
-    kinds={"python", "parquet"},
-    deps=["reviews"],
-    description="Stage 2: reviews whose publisher is an active IFCN/EFCSN signatory; unknown publishers reported.",
+@stage_asset(
+    "ingestion",
+    "Stage 2: reviews whose publisher is an active IFCN/EFCSN signatory; unknown publishers reported.",
+    deps=("reviews",),
 )
 def trusted_reviews(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource

@@ -1,6 +1,6 @@
 """Build the bundled offline demo snapshot (feed.json + pages.warc.gz) and the test fixtures.
 
-Everything is regenerated deterministically from the real sample data in /work/shared/data
+Everything is regenerated deterministically from the real sample data in ../shared/data
 (override with VERITAS_SHARED_DATA). Run: .venv/bin/python demo/build_snapshot.py
 What is real and what is written by us is listed in demo/snapshot/README.md.
 """
@@ -27,7 +27,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("VERITAS_SHARED_DATA", "/work/shared/data"))
+DATA = Path(os.environ.get("VERITAS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SNAPSHOT = ROOT / "demo" / "snapshot"
 FIXTURES = ROOT / "tests" / "fixtures"
 

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +31,14 @@ def _free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when the process that started it dies, even by SIGKILL (no orphans)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 class LocalModelServer:
@@ -94,7 +103,9 @@ class LocalModelServer:
         t0 = time.monotonic()
         # own session => its own process group, so stop() can kill uvicorn and any children together
         self._proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            # the death signal follows the starting *thread*: only tie it to the main thread, which lives as long as we do
+            preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
         )
         deadline = t0 + self.startup_timeout_s
         while time.monotonic() < deadline:
