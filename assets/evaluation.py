@@ -110,7 +110,8 @@ def evaluation(context: dg.AssetExecutionContext, store: StoreResource) -> dg.Ma
     first = reports[systems[0]]
     integrity = first.get("property", {}).get("integrity", {})
     return dg.MaterializeResult(metadata={
-        "dagster/row_count": table.height, "rows_in": len(predictions), "rows_out": table.height, "dropped": 0,
+        "dagster/row_count": table.height, "rows_in": len(predictions), "rows_out": first["predicted"],
+        "dropped": len(predictions) - first["predicted"],
         "quarter": quarter, "version": version, "report": dg.MetadataValue.path(str(path)),
         "integrity_mse": integrity.get("mse") if integrity.get("mse") is not None else float("nan"),
         "integrity_acc3": integrity.get("acc3") if integrity.get("acc3") is not None else float("nan"),

@@ -25,6 +25,7 @@ def scored_table_problems(df: pl.DataFrame) -> list[str]:
     """Great Expectations over the scored claims: ranges, label sets, uniqueness, the bin of every score."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx  # imported here: it takes seconds
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     flat = df.select(
         "claim_id", "text",
@@ -35,6 +36,7 @@ def scored_table_problems(df: pl.DataFrame) -> list[str]:
     ).to_pandas()
     flat["label_matches_score"] = [bin3(s) == label for s, label in zip(flat["score"], flat["label"])]
     context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)  # run logs, not terminal bars
     batch = (
         context.data_sources.add_pandas("veritas").add_dataframe_asset("scored_claims")
         .add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": flat})

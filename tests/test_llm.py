@@ -261,4 +261,6 @@ def test_parse_json_text_strips_fences_only():
     assert parse_json_text('```json\n{"a": 1}\n```') == {"a": 1}
     with pytest.raises(ValueError):
         parse_json_text('Sure! {"a": 1}')
+    # a raw newline inside a string (seen from the local model at high temperature) keeps its value
+    assert parse_json_text('{"j": "line one\nline two"}') == {"j": "line one\nline two"}
     assert strip_images([{"role": "user", "content": "plain"}]) == [{"role": "user", "content": "plain"}]

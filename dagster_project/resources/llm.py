@@ -60,12 +60,13 @@ _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 def parse_json_text(raw: str) -> Any:
-    """Parse a JSON answer, tolerating only a surrounding markdown code fence (nothing else is repaired)."""
+    """Parse a JSON answer, tolerating only a surrounding markdown code fence and raw newlines or tabs inside
+    strings (small models emit them; the value is unchanged). Nothing else is repaired."""
     text = raw.strip()
     m = _FENCE.match(text)
     if m:
         text = m.group(1).strip()
-    return json.loads(text)
+    return json.loads(text, strict=False)
 
 
 class EnsembleMember(dg.Config):
