@@ -1,10 +1,7 @@
 """LLM resource against the real embedded llama.cpp server and loopback stubs of misbehaving providers."""
 
-import json
 import os
 import sqlite3
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
 
 import pydantic
@@ -12,6 +9,7 @@ import pytest
 
 from dagster_project.resources.llm import EnsembleMember, LLMResource, image_part, parse_json_text, strip_images
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
+from tests.openai_stub import OpenAIStub
 
 SCHEMA = {
     "type": "object",
@@ -38,57 +36,20 @@ CALL = dict(schema=SCHEMA, response_model=Rating, template_id="test_rating", tem
 
 
 # ---- loopback stub of an OpenAI-compatible provider -------------------------------------------
-class _Stub:
-    """Answers /<mode>/v1/chat/completions: ok = valid JSON, bad = malformed JSON, err = HTTP 500."""
-
-    def __init__(self):
-        self.requests: list[tuple[str, dict]] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):  # keep pytest output clean
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                mode = self.path.strip("/").split("/")[0]
-                stub.requests.append((mode, body))
-                if mode == "err":
-                    return self._send(500, {"error": {"message": "upstream exploded", "type": "server_error"}})
-                content = ('{"category": "negative", "certainty": "certain", "justification": "stub"}'
-                           if mode == "ok" else '{"category": "negative", "certainty": ')
-                self._send(200, {
-                    "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": "stub-model",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-                })
-
-            def _send(self, code, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def base(self, mode: str) -> str:
-        return f"http://127.0.0.1:{self.port}/{mode}/v1"
-
-    def count(self, mode: str) -> int:
-        return sum(1 for m, _ in self.requests if m == mode)
+def _scripted(mode: str, body: dict):
+    """ok = valid JSON, bad = malformed JSON, err = HTTP 500."""
+    if mode == "err":
+        return 500, {"error": {"message": "upstream exploded", "type": "server_error"}}
+    if mode == "ok":
+        return 200, '{"category": "negative", "certainty": "certain", "justification": "stub"}'
+    return 200, '{"category": "negative", "certainty": '
 
 
 @pytest.fixture(scope="module")
 def stub():
-    s = _Stub()
+    s = OpenAIStub(_scripted)
     yield s
-    s.httpd.shutdown()
+    s.close()
 
 
 def _stub_member(stub, mode, name=None, **kw) -> EnsembleMember:

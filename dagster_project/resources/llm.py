@@ -273,6 +273,7 @@ class LLMResource(dg.ConfigurableResource):
     def cache_key(m: EnsembleMember, messages: list[dict], schema: dict, template_id: str, template_hash: str,
                   media_hashes: list[str]) -> str:
         payload = {
+            "member": m.name,  # two members on one model name may be different deployments: never share answers
             "model": m.model,
             "temperature": m.temperature,
             "seed": m.seed,

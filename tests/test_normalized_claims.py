@@ -1,0 +1,77 @@
+"""Stage 5 rules: verdict leaks, length limits, media references, and which media a claim keeps."""
+
+import pytest
+
+from assets.normalized_claims import (
+    check_claim_text, count_sentences, count_words, select_media, verdict_leak, with_media_refs,
+)
+from dagster_project.config import PipelineResource
+from schemas.records import ClaimAppearances, Medium
+
+PIPELINE = PipelineResource()
+AFP_CLAIM = "Der Hantavirus-Ausbruch ist eine von Globalisten geplante Pandemie."  # the real AFP claimReviewed
+
+
+def medium(mid, kind="image", origin="appearance", phash="0000000000000000", side=640, alt=""):
+    return Medium(medium_id=mid, kind=kind, path=f"{kind}s/{mid}", width=side, height=side, phash=phash,
+                  origin=origin, alt=alt)
+
+
+@pytest.mark.parametrize("text,language,leak", [
+    (AFP_CLAIM, "de", ""),
+    ("Dieses Video ist gefälscht und zeigt keinen Ausbruch.", "de", "gefälscht"),
+    ("Viral video shows 5G masts burning in Hong Kong.", "en", ""),
+    ("This FAKE video shows 5G masts burning.", "en", "fake"),
+    ("Debunked: hot steam cures the virus", "en", "debunked"),
+    ("Un libro de 1981 predijo el coronavirus.", "es", ""),
+    ("Bulo: un libro de 1981 predijo el coronavirus.", "es", "bulo"),
+    ("انقطاع التيار الكهربائي عن جميع أنحاء أوروبا", "ar", ""),  # the real Misbar claim: no verdict word
+    ("خبر زائف عن انقطاع التيار الكهربائي في أوروبا", "ar", "زائف"),
+    ("The falsehood spreads", "en", ""),  # whole words only: "false" is not in "falsehood"
+])
+def test_verdict_leak(text, language, leak):
+    assert verdict_leak(text, language).casefold() == leak  # the word as written in the text
+
+
+def test_lengths_ignore_media_references():
+    text = "<image:0> <video:1> Bill Gates said vaccines will chip everyone. He said it in 2020!"
+    assert count_words(text) == 12 and count_sentences(text) == 2
+    assert count_sentences("Is it true? Yes. No.") == 3
+
+
+def test_check_claim_text():
+    media = [medium("a"), medium("b", kind="video")]
+    assert check_claim_text(f"<image:0> <video:1> {AFP_CLAIM}", media, "de", PIPELINE) == ""
+    assert check_claim_text("<image:2> A claim.", media, "en", PIPELINE) == "missing_referenced_medium"
+    assert check_claim_text("<video:0> A claim.", media, "en", PIPELINE) == "missing_referenced_medium"
+    assert check_claim_text("One. Two. Three.", [], "en", PIPELINE) == "too_many_sentences"
+    assert check_claim_text(" ".join(["word"] * 71), [], "en", PIPELINE) == "too_many_words"
+    assert check_claim_text("This is a hoax.", [], "en", PIPELINE) == "verdict_leak"
+    assert check_claim_text("   ", [], "en", PIPELINE) == "empty"
+
+
+def test_every_kept_medium_is_referenced_once():
+    media = [medium("a", kind="video"), medium("b")]
+    assert with_media_refs("Masts burn.", media) == "<video:0> <image:1> Masts burn."
+    assert with_media_refs("<image:1> shows masts burning.", media) == "<video:0> <image:1> shows masts burning."
+
+
+def test_select_media_filters_dedupes_and_orders():
+    claim = ClaimAppearances(
+        review_id="r", review_url="https://fullfact.org/x", claim_text="c", quarter="2020Q2",
+        media=[
+            medium("logo", origin="article", alt="AFP logo"),
+            medium("stamp", origin="article", phash="ffffffffffffffff"),
+            medium("tiny", side=60, phash="00000000000000ff"),
+            medium("photo", phash="f0f0f0f0f0f0f0f0"),
+            medium("photo-copy", origin="article", phash="f0f0f0f0f0f0f0f1"),  # 1 bit away: a near-duplicate
+            medium("clip", kind="video", phash="0f0f0f0f0f0f0f0f"),
+            medium("p2", phash="ff00ff00ff00ff00"), medium("p3", phash="00ff00ff00ff00ff"),
+            medium("p4", phash="ffff0000ffff0000"),
+        ],
+    )
+    kept, dropped = select_media(claim, {"stamp": "verdict_stamp"}, PIPELINE)
+    assert [m.medium_id for m in kept] == ["clip", "photo", "p2", "p3"]  # videos first, at most 4
+    reasons = dict(d.split(":", 1) for d in dropped)
+    assert reasons == {"logo": "fact_checker_graphic", "stamp": "verdict_stamp", "tiny": "too_small",
+                       "photo-copy": "near_duplicate", "p4": "over_limit"}

@@ -1,0 +1,135 @@
+"""Stages 6-7 through the real LLM resource against scripted raters on loopback (the double is at the HTTP edge).
+
+The embedded model's answers are noise, so the order of questions, the agreement rules and rectification are
+checked here with raters whose answers follow the claim text.
+"""
+
+import json
+from datetime import date
+
+import pytest
+
+from assets.rectified_claims import rectify_all
+from assets.scored_claims import score_claim
+from dagster_project.config import PipelineResource
+from dagster_project.resources.llm import EnsembleMember, LLMResource
+from schemas.records import Article, Medium, NormalizedClaim
+from tests.openai_stub import OpenAIStub
+
+TRUE_TEXT = "The photo shows a 2019 protest in Paris."
+
+
+def answer(category, certainty="certain", why="scripted"):
+    return {"category": category, "certainty": certainty, "justification": why, "tags": []}
+
+
+def scripted(mode: str, body: dict):
+    """Raters: 'agree' members follow the script; a 'contrarian' flips veracity; 'broken' answers nonsense."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if mode == "broken":
+        return 200, "I cannot answer that."
+    if "You turn a compromised claim" in system:
+        return 200, json.dumps({"claim": TRUE_TEXT})
+    if "You check a rewritten claim" in system:
+        return 200, json.dumps({"consistent": "yes", "shareable": "yes"})
+    true_claim = TRUE_TEXT in user
+    if "on authenticity and on contextualization" in user:
+        ooc = "OUT-OF-CONTEXT" in user and not true_claim
+        return 200, json.dumps({"authenticity": answer("positive"),
+                                "contextualization": answer("negative" if ooc else "positive", why="wrong year")})
+    if "Rate the claim on veracity" in user:
+        category = "positive" if true_claim or "TRUE" in user else "negative"
+        if mode == "contrarian":
+            category = "positive" if category == "negative" else "negative"
+        return 200, json.dumps(answer(category, why="the article says otherwise" if category == "negative" else "fine"))
+    if "Rate the claim on context_coverage" in user:
+        return 200, json.dumps(answer("positive", "rather certain"))
+    return 500, {"error": {"message": f"unscripted prompt: {user[-80:]}"}}
+
+
+@pytest.fixture(scope="module")
+def stub():
+    s = OpenAIStub(scripted)
+    yield s
+    s.close()
+
+
+def resource(stub, tmp_path, modes=("agree", "agree", "agree")) -> LLMResource:
+    members = [
+        EnsembleMember(name=f"r{i}-{mode}", model="openai/scripted", api_base=stub.base(mode), api_key_env="STUB_KEY")
+        for i, mode in enumerate(modes)
+    ]
+    return LLMResource(members=members, cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+
+
+def claim(text, media=()):
+    return NormalizedClaim(claim_id="c1", review_id="r1", quarter="2020Q2", text=text, original_text=text,
+                           normalization="llm", language="en", claim_date=date(2020, 5, 1),
+                           review_url="https://fullfact.org/x", media=list(media))
+
+
+PHOTO = Medium(medium_id="p" * 64, kind="image", path="images/pp/p.jpg", width=640, height=480, alt="crowd")
+PIPELINE = PipelineResource()
+
+
+def asked(stub, before: int) -> list[str]:
+    kinds = []
+    for _, body in stub.requests[before:]:
+        user = body["messages"][-1]["content"]
+        kinds.append("media" if "authenticity and on" in user else user.rsplit("Rate the claim on ", 1)[-1].split(":")[0])
+    return kinds
+
+
+def test_out_of_context_media_stop_before_veracity(stub, tmp_path):
+    before = len(stub.requests)
+    scored, reason = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "evidence",
+                                 resource(stub, tmp_path), PIPELINE, None)
+    assert reason == "" and asked(stub, before) == ["media"] * 3
+    assert scored.veracity is None and scored.context_coverage is None
+    assert (scored.integrity.score, scored.integrity.decisive_property, scored.integrity.label) == (-1.0, "contextualization", "compromised")
+    assert [v.score for v in scored.media_verdicts] == [1.0, -1.0]  # authenticity reported, not decisive
+    assert scored.media_verdicts[1].justification == "wrong year"
+
+
+def test_false_veracity_skips_context_coverage(stub, tmp_path):
+    before = len(stub.requests)
+    scored, _ = score_claim(claim("Hot steam cures the virus"), "evidence", resource(stub, tmp_path), PIPELINE, None)
+    assert asked(stub, before) == ["veracity"] * 3
+    assert scored.integrity.score == -1.0 and scored.integrity.decisive_property == "veracity"
+
+
+def test_true_claim_gets_context_coverage_and_is_decided_by_it(stub, tmp_path):
+    before = len(stub.requests)
+    scored, _ = score_claim(claim("TRUE: masks are recommended indoors"), "e", resource(stub, tmp_path), PIPELINE, None)
+    assert asked(stub, before) == ["veracity"] * 3 + ["context_coverage"] * 3
+    assert scored.integrity.decisive_property == "context_coverage"
+    assert scored.integrity.score == pytest.approx(2 / 3) and scored.integrity.label == "intact"
+    assert len(scored.ratings) == 6
+
+
+def test_disagreement_and_missing_ratings_drop_the_claim(stub, tmp_path):
+    llm = resource(stub, tmp_path, ("agree", "agree", "contrarian"))
+    assert score_claim(claim("Hot steam cures the virus"), "e", llm, PIPELINE, None) == (None, "rater_disagreement")
+    llm = resource(stub, tmp_path / "b", ("agree", "agree", "broken"))
+    assert score_claim(claim("Hot steam cures the virus"), "e", llm, PIPELINE, None) == (None, "too_few_ratings")
+    # the broken member was re-asked once, then recorded as a failure
+    failures = llm.ledger_summary()
+    assert failures["errors"] == 1
+
+
+def test_rectification_rescores_to_intact_and_links_both_ways(stub, tmp_path):
+    llm = resource(stub, tmp_path)
+    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
+    article = Article(review_id="r1", review_url="https://fullfact.org/x", final_url="https://fullfact.org/x",
+                      raw_chars=5000, text="The photo was taken at a 2019 protest in Paris. " * 30)
+    out, stats = rectify_all([original], {"r1": article}, llm, PIPELINE, None)
+    assert [c.variant for c in out] == ["original", "rectified"]
+    first, second = out
+    assert first.variant_of == second.claim_id and second.variant_of == first.claim_id
+    assert second.text == f"<image:0> {TRUE_TEXT}" and second.media == first.media
+    assert second.integrity.label == "intact" and stats.extra["rectified"] == 1
