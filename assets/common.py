@@ -122,6 +122,29 @@ def map_records(stage: str, items: list, fn, stats: StageYield, log=None) -> lis
     return out
 
 
+def llm_metadata(llm, stage: str, run_id: str) -> dict:
+    """Calls, cache hits, tokens, cost and errors of one stage's model calls in this run."""
+    summary = llm.ledger_summary(stage=stage, run_id=run_id)
+    return {f"llm/{k}": v for k, v in summary.items() if isinstance(v, (int, float))}
+
+
+def run_claim_stage(context, stage: str, upstream: str, in_model, out_model, process, *, pipeline, store, llm):
+    """The LLM stages' wiring: upstream claims and their articles in, ``process`` over them, table and yield out.
+
+    ``process(claims, articles_by_review_id, media_store, log) -> (records, StageYield)``.
+    """
+    from assets.media import MediaStore  # here, so that common stays importable without the media stack
+    from schemas.records import Article
+
+    quarter = quarter_of_context(context)
+    bad: list = []  # upstream rows that fail validation
+    claims = load_upstream(store, upstream, quarter, in_model, bad)
+    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
+    out, stats = process(claims, articles, MediaStore(store.media_root), context.log)
+    stats.extra.update(llm_metadata(llm, stage, context.run_id))
+    return finish_stage(context, store, stage, quarter, out, out_model, stats, bad)
+
+
 def count(stats: StageYield, key: str, n: int = 1) -> None:
     """A numeric metadata counter beside the drops (labels, platforms, fallbacks)."""
     stats.extra[key] = int(stats.extra.get(key, 0)) + n

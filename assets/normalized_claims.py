@@ -8,10 +8,8 @@ import dagster as dg
 from assets.common import (
     StageYield,
     count,
-    finish_stage,
-    load_upstream,
     map_records,
-    quarter_of_context,
+    run_claim_stage,
     stable_id,
     stage_asset,
 )
@@ -136,6 +134,21 @@ def normalize_claim(
     ), ""
 
 
+def normalize_all(
+    claims: list[ClaimAppearances], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
+    media_store: MediaStore, log=None,
+) -> tuple[list[NormalizedClaim], StageYield]:
+    stats = StageYield(len(claims))
+
+    def one(claim: ClaimAppearances):
+        normalized, reason = normalize_claim(claim, articles.get(claim.review_id), llm, pipeline, media_store)
+        if normalized is not None:
+            count(stats, f"normalization/{normalized.normalization}")
+        return normalized, reason
+
+    return map_records(STAGE, claims, one, stats, log), stats
+
+
 @stage_asset(
     "claims",
     "Stage 5: the claim as a bare assertion (<= 2 sentences, 70 words) with at most 4 of its own media.",
@@ -145,24 +158,8 @@ def normalize_claim(
 def normalized_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    quarter = quarter_of_context(context)
-    bad: list = []  # upstream rows that fail validation
-    claims = load_upstream(store, "appearances", quarter, ClaimAppearances, bad)
-    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
-    media_store = MediaStore(store.media_root)
-    stats = StageYield(len(claims))
-
-    def one(claim: ClaimAppearances):
-        normalized, reason = normalize_claim(claim, articles.get(claim.review_id), llm, pipeline, media_store)
-        if normalized is not None:
-            count(stats, f"normalization/{normalized.normalization}")
-        return normalized, reason
-
-    out = map_records(STAGE, claims, one, stats, context.log)
-    stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
-    return finish_stage(context, store, STAGE, quarter, out, NormalizedClaim, stats, bad)
-
-
-def llm_metadata(llm: LLMResource, stage: str, run_id: str) -> dict:
-    summary = llm.ledger_summary(stage=stage, run_id=run_id)
-    return {f"llm/{k}": v for k, v in summary.items() if isinstance(v, (int, float))}
+    return run_claim_stage(
+        context, STAGE, "appearances", ClaimAppearances, NormalizedClaim,
+        lambda claims, articles, media, log: normalize_all(claims, articles, llm, pipeline, media, log),
+        pipeline=pipeline, store=store, llm=llm,
+    )

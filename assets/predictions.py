@@ -7,9 +7,16 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.common import StageYield, count, finish_stage, map_records, quarter_of_context, stage_asset
+from assets.common import (
+    StageYield,
+    count,
+    finish_stage,
+    llm_metadata,
+    map_records,
+    quarter_of_context,
+    stage_asset,
+)
 from assets.media import MediaStore
-from assets.normalized_claims import llm_metadata
 from assets.scored_claims import integrity_of, rate, verdicts_from
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource

@@ -5,16 +5,14 @@ import dagster as dg
 from assets.common import (
     StageYield,
     count,
-    finish_stage,
-    load_upstream,
     map_records,
-    quarter_of_context,
+    run_claim_stage,
     stable_id,
     stage_asset,
 )
 from assets.ensemble import ask
 from assets.media import MediaStore
-from assets.normalized_claims import check_claim_text, llm_metadata, with_media_refs
+from assets.normalized_claims import check_claim_text, with_media_refs
 from assets.scored_claims import evidence_for, score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
@@ -102,10 +100,8 @@ def rectify_all(
 def rectified_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    quarter = quarter_of_context(context)
-    bad: list = []  # upstream rows that fail validation
-    claims = load_upstream(store, "scored_claims", quarter, ScoredClaim, bad)
-    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
-    out, stats = rectify_all(claims, articles, llm, pipeline, MediaStore(store.media_root), context.log)
-    stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
-    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats, bad)
+    return run_claim_stage(
+        context, STAGE, "scored_claims", ScoredClaim, ScoredClaim,
+        lambda claims, articles, media, log: rectify_all(claims, articles, llm, pipeline, media, log),
+        pipeline=pipeline, store=store, llm=llm,
+    )

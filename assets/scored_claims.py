@@ -9,15 +9,12 @@ import dagster as dg
 from assets.common import (
     StageYield,
     count,
-    finish_stage,
-    load_upstream,
     map_records,
-    quarter_of_context,
+    run_claim_stage,
     stage_asset,
 )
 from assets.ensemble import ask
 from assets.media import MediaStore
-from assets.normalized_claims import llm_metadata
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
@@ -219,10 +216,8 @@ def score_all(
 def scored_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    quarter = quarter_of_context(context)
-    bad: list = []  # upstream rows that fail validation
-    claims = load_upstream(store, "normalized_claims", quarter, NormalizedClaim, bad)
-    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
-    out, stats = score_all(claims, articles, llm, pipeline, MediaStore(store.media_root), context.log)
-    stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
-    return finish_stage(context, store, STAGE, quarter, out, ScoredClaim, stats, bad)
+    return run_claim_stage(
+        context, STAGE, "normalized_claims", NormalizedClaim, ScoredClaim,
+        lambda claims, articles, media, log: score_all(claims, articles, llm, pipeline, media, log),
+        pipeline=pipeline, store=store, llm=llm,
+    )

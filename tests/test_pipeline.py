@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import dagster as dg
 import pytest
 import yaml
 
