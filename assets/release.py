@@ -38,16 +38,24 @@ def _order(claim: ScoredClaim) -> str:
 
 
 def remove_near_duplicates(claims: list[ScoredClaim], similarity: float) -> tuple[list[ScoredClaim], int]:
-    """Drop claims whose text nearly repeats, or whose media are all shared with, an earlier claim."""
-    kept, seen_media = [], set()
+    """Drop claims whose text nearly repeats, or whose media all belong to, an earlier claim.
+
+    An original and its rectified variant share their media by design and are never each other's duplicates.
+    """
+    kept: list[ScoredClaim] = []
+    media_owner: dict[str, set[str]] = {}  # medium id -> ids of the kept claims that show it
     for claim in claims:
+        pair = {claim.claim_id, claim.variant_of}
+        others = [k for k in kept if k.claim_id not in pair]
         text = MEDIA_REF.sub("", claim.text).casefold()
+        twin = any(fuzz.token_set_ratio(text, MEDIA_REF.sub("", k.text).casefold()) >= similarity for k in others)
         media = {m.medium_id for m in claim.media}
-        twin = any(fuzz.token_set_ratio(text, MEDIA_REF.sub("", k.text).casefold()) >= similarity for k in kept if k.variant_of != claim.claim_id and claim.variant_of != k.claim_id)
-        if twin or (media and media <= seen_media):
+        reused = bool(media) and all(media_owner.get(mid, set()) - pair for mid in media)
+        if twin or reused:
             continue
         kept.append(claim)
-        seen_media |= media
+        for mid in media:
+            media_owner.setdefault(mid, set()).add(claim.claim_id)
     return kept, len(claims) - len(kept)
 
 

@@ -137,3 +137,17 @@ def test_format_check_catches_wrong_integrity(tmp_path):
     problems = validate_release(folder)
     assert any("is not the lowest" in p for p in problems)
     assert any("unbalanced" in p for p in problems)
+
+
+def test_an_original_and_its_variant_are_not_near_duplicates(pool):
+    claims, _ = pool
+    photo = claims[0].media[0]
+    original = claim("p1-o", -1.0, f"<image:0> {TOPICS[0]}", [photo], variant_of="p1-r")
+    variant = claim("p1-r", 0.6667, f"<image:0> {TOPICS[5]}", [photo], variant="rectified", variant_of="p1-o")
+    reuse = claim("p2-o", -0.6667, f"<image:0> {TOPICS[9]}", [photo])  # another claim on the same photo only
+    from assets.release import remove_near_duplicates
+
+    kept, dropped = remove_near_duplicates([original, variant, reuse], 92)
+    assert [c.claim_id for c in kept] == ["p1-o", "p1-r"] and dropped == 1
+    kept, _ = remove_near_duplicates([variant, original], 92)
+    assert [c.claim_id for c in kept] == ["p1-r", "p1-o"]
