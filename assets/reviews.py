@@ -1,6 +1,5 @@
 """Stage 1: ClaimReview ingestion from the Data Commons feed and Fact Check Tools dumps, merged and cleaned."""
 
-import json
 import re
 import unicodedata
 from collections import Counter
@@ -141,15 +140,20 @@ def iter_datafeed(feed: dict, origin: str) -> Iterator[tuple[dict | None, str, A
         yield None, "feed_without_dataFeedElement", feed
         return
     for i, element in enumerate(elements):
-        items = element.get("item") if isinstance(element, dict) else None
-        if items is None:
-            yield None, "element_without_items", element
-            continue
-        for j, item in enumerate(items if isinstance(items, list) else [items]):
-            try:
-                yield claimreview_to_row(item, f"feed:{origin}#{i}.{j}"), "", item
-            except ValueError as err:
-                yield None, str(err), item
+        yield from datafeed_element_rows(element, i, origin)
+
+
+def datafeed_element_rows(element: Any, i: int, origin: str) -> Iterator[tuple[dict | None, str, Any]]:
+    """The rows of one ``dataFeedElement`` entry (shared by the in-memory and the streaming feed readers)."""
+    items = element.get("item") if isinstance(element, dict) else None
+    if items is None:
+        yield None, "element_without_items", element
+        return
+    for j, item in enumerate(items if isinstance(items, list) else [items]):
+        try:
+            yield claimreview_to_row(item, f"feed:{origin}#{i}.{j}"), "", item
+        except ValueError as err:
+            yield None, str(err), item
 
 
 def iter_factcheck_api(claims: Any, origin: str) -> Iterator[tuple[dict | None, str, Any]]:
@@ -276,19 +280,6 @@ def merge_rows(rows: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
-def read_source(kind: str, path: str, web: WebResource | None) -> Any:
-    """Load a source from a local path or an http(s) URL (through the web resource)."""
-    if path.startswith(("http://", "https://")):
-        if web is None:
-            raise ValueError(f"{path}: a URL source needs the web resource")
-        result = web.fetch(path)
-        if not result.ok:
-            raise RuntimeError(f"could not fetch source {path}: {result.error or result.status}")
-        return json.loads(result.content)
-    with open(path, "rb") as fh:
-        return json.load(fh)
-
-
 def _raw_quarter(raw: Any) -> str:
     """The quarter of a record the iterators could not turn into a row, from any date it carries ("" if none)."""
     if not isinstance(raw, dict):
@@ -306,11 +297,17 @@ def _raw_quarter(raw: Any) -> str:
 
 
 def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[list[Review], list[QuarantineRecord], StageYield]:
-    """All sources for one quarter: (kind, origin, parsed JSON) -> clean merged rows, quarantine, yield.
+    """All sources for one quarter: (kind, origin, payload) -> clean merged rows, quarantine, yield.
+
+    Kinds: datafeed (parsed JSON, or a local path that is streamed), factcheck_api, page_markup and rows
+    (cached triples); ``assets.sources.load_sources`` builds these from the config.
 
     Rows are merged across all sources before the quarter is chosen, so that a review's partition follows its
     merged dates. Records with no usable date are quarantined in every partition (they belong to none)."""
-    iterators = {"datafeed": iter_datafeed, "factcheck_api": iter_factcheck_api}
+    from assets import sources as more  # assets.sources imports this module, so its readers load here
+
+    iterators = {"datafeed": more.iter_datafeed_any, "factcheck_api": iter_factcheck_api,
+                 "page_markup": more.iter_page_markup, "rows": more.iter_triples}
     rows, bad = [], []
     stats = StageYield()
     label = quarter or "all"
@@ -366,8 +363,11 @@ def reviews(
     quarter = quarter_of_context(context)
     if not pipeline.sources:
         raise dg.Failure("no ClaimReview sources configured (config file: sources:)")
-    payloads = [(s.kind, s.path.rsplit("/", 1)[-1], read_source(s.kind, s.path, web)) for s in pipeline.sources]
+    from assets.sources import load_sources
+
+    payloads, source_status = load_sources(pipeline.sources, web, store.base / "sources")
     records, bad, stats = ingest(payloads, quarter)
+    stats.extra["sources"] = dg.MetadataValue.json(source_status)  # new / changed / unchanged per feed URL
     languages: dict[str, int] = {}
     for r in records:
         languages[r.language or "unknown"] = languages.get(r.language or "unknown", 0) + 1

@@ -12,10 +12,20 @@ DEFAULT_CONFIG = PROJECT_ROOT / "veritas.yaml"
 
 
 class SourceSpec(dg.Config):
-    """One ClaimReview source: a Data Commons DataFeed or a Fact Check Tools ``claims:search`` dump."""
+    """One ClaimReview source: a DataFeed, a ``claims:search`` dump, the live API, or fact-check pages' markup."""
 
-    kind: str = "datafeed"  # "datafeed" | "factcheck_api"
-    path: str  # a local path or an http(s) URL (fetched through the web resource)
+    kind: str = "datafeed"  # "datafeed" | "factcheck_api" | "factcheck_api_live" | "page_markup"
+    path: str = ""  # datafeed / factcheck_api: a local path or an http(s) URL (fetched through the web resource)
+    urls: list[str] = []  # page_markup: fact-check pages, fetched through the web resource
+    # factcheck_api_live (the key itself never goes in the config, only the name of the variable holding it)
+    site: str = ""  # reviewPublisherSiteFilter
+    query: str = ""
+    max_age_days: int | None = None
+    language_code: str = ""
+    api_key_env: str = "FACTCHECK_API_KEY"
+    base_url: str = "https://factchecktools.googleapis.com/v1alpha1/claims:search"
+    page_size: int = 100
+    max_pages: int = 50
 
 
 class PipelineResource(dg.ConfigurableResource):
@@ -78,6 +88,7 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
     store.setdefault("root", str(data_dir / "data"))
     stages = dict(raw.get("stages") or {})
     stages["sources"] = [
-        {"kind": s.get("kind", "datafeed"), "path": _resolve(s["path"], base)} for s in raw.get("sources") or []
+        {**s, "kind": s.get("kind", "datafeed"), **({"path": _resolve(s["path"], base)} if s.get("path") else {})}
+        for s in raw.get("sources") or []
     ]
     return {"path": str(cfg_path), "data_dir": str(data_dir), "web": web, "llm": llm, "store": store, "stages": stages}

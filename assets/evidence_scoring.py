@@ -1,0 +1,315 @@
+"""Reference-based evidence scoring: METEOR + Hungarian matching (AVeriTeC / AVerImaTeC style).
+
+Plain functions, no Dagster.  Three uses:
+
+* ``evidence_recall``: one-to-one (Hungarian) matching of predicted against reference statements;
+  recall = sum of matched scores / number of references.
+* ``averitec_score``: per claim, question recall and evidence recall, and the verdict accuracy that
+  counts a correct label only when the claim's evidence recall is >= lambda (the "AVerImaTeC score"
+  at lambda = 0.3; AVeriTeC reported several lambdas).
+* ``contamination_score`` / ``flag_contaminated``: the same matching between statements a model wrote
+  from memory and the real fact-check article's statements; a high score means the model could
+  reproduce the oracle evidence without retrieval.
+
+The pairwise scorer is METEOR (nltk) by default; any ``(prediction, reference) -> float in [0, 1]``
+callable can replace it, e.g. an LLM judge.  WordNet synonym matching is used only when the WordNet 3.0
+database files are on disk (Debian package ``wordnet-base`` -> ``/usr/share/wordnet``); otherwise
+METEOR runs with exact + stem matches only and every result says ``"synonyms": False``.
+"""
+
+import functools
+import logging
+import os
+import re
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import nltk.data
+import numpy as np
+from nltk.corpus.reader.wordnet import WordNetCorpusReader
+from nltk.stem.porter import PorterStemmer
+from nltk.translate.meteor_score import single_meteor_score
+from scipy.optimize import linear_sum_assignment
+
+log = logging.getLogger(__name__)
+
+Scorer = Callable[[str, str], float]
+
+#: Files nltk's WordNetCorpusReader opens while it is built (the others, such as index.sense and
+#: cntlist.rev, are opened lazily and METEOR never needs them).
+WORDNET_REQUIRED_FILES = (
+    "lexnames",
+    "data.adj", "data.adv", "data.noun", "data.verb",
+    "index.adj", "index.adv", "index.noun", "index.verb",
+    "adj.exc", "adv.exc", "noun.exc", "verb.exc",
+)
+#: Where the WordNet 3.0 database is looked for, after $VERITAS_WORDNET_DIR and $WNSEARCHDIR.
+#: Debian/Ubuntu ``wordnet-base`` installs the files flat in /usr/share/wordnet; some distributions
+#: use a dict/ subfolder.
+WORDNET_DIRS = ("/usr/share/wordnet", "/usr/share/wordnet/dict")
+
+DEFAULT_THRESHOLDS = (0.2, 0.25, 0.3)
+#: The shared tasks cap a system's evidence at 10 pieces per claim, so over-generation cannot buy recall.
+MAX_EVIDENCE = 10
+
+_TOKEN = re.compile(r"\w+(?:['’]\w+)*")
+
+
+def tokenize(text: str) -> list[str]:
+    """Word tokens (Unicode letters/digits, inner apostrophes kept); no punkt model needed."""
+    return _TOKEN.findall(text or "")
+
+
+# --------------------------------------------------------------------------------------- WordNet
+
+
+class _LocalWordNet(WordNetCorpusReader):
+    """WordNetCorpusReader over a plain directory of WordNet 3.0 database files."""
+
+    def map_wn(self, version="wordnet"):
+        # nltk would map to its own downloaded 'wordnet' corpus for multilingual use; we need neither.
+        return None
+
+
+class _NoSynonyms:
+    """Stand-in for a WordNet reader: nltk's METEOR only calls ``synsets(word)``."""
+
+    def synsets(self, lemma, pos=None, lang="eng", check_exceptions=True):
+        return []
+
+
+NO_SYNONYMS = _NoSynonyms()
+
+
+def _candidate_dirs() -> list[Path]:
+    dirs = [os.environ.get("VERITAS_WORDNET_DIR"), os.environ.get("WNSEARCHDIR"), *WORDNET_DIRS]
+    return [Path(d) for d in dirs if d]
+
+
+def load_wordnet(path: str | os.PathLike | None = None) -> WordNetCorpusReader | None:
+    """A WordNet reader over the WordNet 3.0 database files, or None when they are not there.
+
+    ``path`` names the folder that holds ``data.noun``, ``index.noun``, ``lexnames``, ... ; without it
+    $VERITAS_WORDNET_DIR, $WNSEARCHDIR, /usr/share/wordnet and /usr/share/wordnet/dict are tried.
+    Never downloads anything.
+    """
+    dirs = [Path(path)] if path is not None else _candidate_dirs()
+    for folder in dirs:
+        missing = [f for f in WORDNET_REQUIRED_FILES if not (folder / f).is_file()]
+        if missing:
+            if folder.is_dir():
+                log.info("WordNet folder %s lacks %s", folder, ", ".join(missing))
+            continue
+        # nltk's path sandbox refuses corpus roots outside nltk.data.path; appending is its opt-in.
+        if str(folder.resolve()) not in nltk.data.path:
+            nltk.data.path.append(str(folder.resolve()))
+        try:
+            with warnings.catch_warnings():
+                # The "multilingual functions are not available" warning is expected: no OMW here.
+                warnings.simplefilter("ignore", UserWarning)
+                return _LocalWordNet(str(folder.resolve()), None)
+        except Exception as exc:  # a corrupt or foreign-format folder must not break evaluation
+            log.warning("WordNet in %s could not be read: %s", folder, exc)
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def default_wordnet() -> WordNetCorpusReader | None:
+    """``load_wordnet()`` once per process (reading the indexes takes a few seconds)."""
+    return load_wordnet()
+
+
+# ---------------------------------------------------------------------------------------- METEOR
+
+
+class Meteor:
+    """METEOR (nltk) on regex tokens as a ``(prediction, reference) -> float`` scorer.
+
+    ``wordnet``: a reader from ``load_wordnet``; None turns synonym matching off; left out, the
+    system's WordNet is loaded on first use.  ``synonyms`` tells which mode is in force.
+    Note: METEOR's fragmentation penalty keeps a statement scored against itself at 1 - 0.5 / n**3
+    (n = its token count), not 1.0: 0.9995 for 10 tokens, 0.5 for a single token.
+    nltk looks synonyms up on the Porter stems of the words left after exact and stem matching, so
+    WordNet helps only where a stem is itself a lemma ("auto" ~ "car" matches, "automobile" does not).
+    """
+
+    _UNSET = object()
+
+    def __init__(self, wordnet: Any = _UNSET):
+        self._wordnet = wordnet
+        self._stemmer = PorterStemmer()
+
+    @property
+    def wordnet(self):
+        if self._wordnet is Meteor._UNSET:
+            self._wordnet = default_wordnet()
+        return self._wordnet
+
+    @property
+    def synonyms(self) -> bool:
+        return self.wordnet is not None
+
+    def __call__(self, prediction: str, reference: str) -> float:
+        hyp, ref = tokenize(prediction), tokenize(reference)
+        if not hyp or not ref:
+            return 0.0
+        wn = self.wordnet if self.wordnet is not None else NO_SYNONYMS
+        return float(single_meteor_score(ref, hyp, stemmer=self._stemmer, wordnet=wn))
+
+
+#: The default scorer: METEOR with the system's WordNet when installed.
+meteor = Meteor()
+
+
+def scorer_info(scorer: Scorer) -> dict:
+    """What a result dict says about its scorer: name and whether WordNet synonyms were on."""
+    if isinstance(scorer, Meteor):
+        return {"scorer": "meteor", "synonyms": scorer.synonyms}
+    return {"scorer": getattr(scorer, "__name__", type(scorer).__name__), "synonyms": None}
+
+
+# ------------------------------------------------------------------------------------- Hungarian
+
+
+def score_matrix(predicted: Sequence[str], reference: Sequence[str], scorer: Scorer = meteor) -> np.ndarray:
+    """``m[i, j] = scorer(predicted[i], reference[j])``."""
+    m = np.zeros((len(predicted), len(reference)), dtype=float)
+    for i, p in enumerate(predicted):
+        for j, r in enumerate(reference):
+            m[i, j] = scorer(p, r)
+    return m
+
+
+def evidence_recall(predicted: Sequence[str], reference: Sequence[str], scorer: Scorer = meteor) -> dict:
+    """One-to-one matching of predictions to references that maximises the summed score.
+
+    Returns ``recall`` (matched sum / len(reference)), ``precision`` (matched sum / len(predicted)),
+    ``pairs`` (``[(pred_index, ref_index, score)]``, by reference index), ``n_predicted``,
+    ``n_reference``, ``scorer`` and ``synonyms``.  An empty side gives recall and precision 0.0.
+    """
+    predicted, reference = list(predicted), list(reference)
+    out = {"n_predicted": len(predicted), "n_reference": len(reference), **scorer_info(scorer)}
+    if not predicted or not reference:
+        return {**out, "recall": 0.0, "precision": 0.0, "pairs": []}
+    m = score_matrix(predicted, reference, scorer)
+    rows, cols = linear_sum_assignment(m, maximize=True)
+    pairs = sorted(((int(i), int(j), float(m[i, j])) for i, j in zip(rows, cols)), key=lambda p: p[1])
+    total = float(sum(s for _, _, s in pairs))
+    return {**out, "recall": total / len(reference), "precision": total / len(predicted), "pairs": pairs}
+
+
+# ------------------------------------------------------------------------------ AVeriTeC records
+
+
+def _answers(qa: Mapping) -> list[Mapping]:
+    if "answers" in qa:
+        return list(qa.get("answers") or [])
+    return [{"answer": qa.get("answer", ""), "boolean_explanation": qa.get("boolean_explanation")}]
+
+
+def answer_text(answer: Mapping) -> str:
+    """An answer's text; a Yes/No answer keeps its explanation, which carries the evidence."""
+    parts = [str(answer.get("answer") or "").strip()]
+    if answer.get("boolean_explanation"):
+        parts.append(str(answer["boolean_explanation"]).strip())
+    return ". ".join(p for p in parts if p)
+
+
+def qa_to_text(qa: Mapping) -> str:
+    """One QA pair as one evidence string: the question followed by all of its answers.
+
+    Accepts the AVeriTeC gold shape ``{"question", "answers": [{"answer", ...}]}`` and the flat
+    submission shape ``{"question", "answer"}``.  No "Q:"/"A:" labels: such tokens would match in
+    every pair and lift the score of unrelated evidence.
+    """
+    texts = [str(qa.get("question") or "").strip()] + [answer_text(a) for a in _answers(qa)]
+    return " ".join(t for t in texts if t)
+
+
+def claim_strings(questions: Iterable[Mapping], max_items: int | None = None) -> tuple[list[str], list[str]]:
+    """(question strings, QA evidence strings) of one claim, optionally capped at ``max_items``."""
+    qs = list(questions or [])[: max_items if max_items else None]
+    return [str(q.get("question") or "").strip() for q in qs], [qa_to_text(q) for q in qs]
+
+
+def averitec_score(
+    items: Iterable[Mapping],
+    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+    scorer: Scorer = meteor,
+    judge: Scorer | None = None,
+    max_evidence: int | None = MAX_EVIDENCE,
+) -> dict:
+    """AVeriTeC-style scores over claims.
+
+    Each item is a gold AVeriTeC record (``label``, ``questions``) plus the system's ``pred_label``
+    and ``pred_questions`` (same shape, or flat ``{"question", "answer"}``).  Per claim: question
+    recall (question strings only) and evidence recall (question + answers).  ``accuracy`` maps each
+    lambda to the share of claims whose label is right AND whose evidence recall >= lambda; a claim
+    below lambda counts as wrong.
+
+    ``judge``: an alternative pairwise scorer ``(prediction, reference) -> [0, 1]``, e.g. an LLM asked
+    whether the predicted evidence states the reference's content (Ev2R-style); it replaces METEOR for
+    both questions and evidence.  The result's ``scorer``/``synonyms`` fields say what was used.
+    Predicted QA pairs beyond ``max_evidence`` are ignored (None: no cap).
+    """
+    pair_scorer = judge if judge is not None else scorer
+    thresholds = tuple(float(t) for t in thresholds)
+    claims = []
+    for n, item in enumerate(items):
+        gold_q, gold_e = claim_strings(item.get("questions"))
+        pred_q, pred_e = claim_strings(item.get("pred_questions"), max_evidence)
+        q = evidence_recall(pred_q, gold_q, pair_scorer)
+        e = evidence_recall(pred_e, gold_e, pair_scorer)
+        label_ok = str(item.get("pred_label", "")).strip().lower() == str(item.get("label", "")).strip().lower()
+        claims.append({
+            "index": n,
+            "claim_id": item.get("claim_id", n),
+            "label": item.get("label"),
+            "pred_label": item.get("pred_label"),
+            "label_correct": label_ok,
+            "question_recall": q["recall"],
+            "evidence_recall": e["recall"],
+            "evidence_precision": e["precision"],
+            "evidence_pairs": e["pairs"],
+        })
+    count = len(claims)
+
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else 0.0
+
+    accuracy = {
+        t: (sum(c["label_correct"] and c["evidence_recall"] >= t for c in claims) / count if count else 0.0)
+        for t in thresholds
+    }
+    return {
+        **scorer_info(pair_scorer),
+        "n_claims": count,
+        "thresholds": list(thresholds),
+        "question_recall": mean([c["question_recall"] for c in claims]),
+        "evidence_recall": mean([c["evidence_recall"] for c in claims]),
+        "label_accuracy": mean([float(c["label_correct"]) for c in claims]),
+        "accuracy": accuracy,
+        "claims": claims,
+    }
+
+
+# ------------------------------------------------------------------------------- contamination
+
+
+def contamination_score(
+    model_statements: Sequence[str], article_statements: Sequence[str], scorer: Scorer = meteor
+) -> float:
+    """How much of the real article's evidence a model reproduced from memory.
+
+    Hungarian matching of the model's statements against the oracle article's statements, summed and
+    divided by the number of oracle statements (so writing more statements cannot inflate it and
+    omissions lower it).
+    """
+    return evidence_recall(model_statements, article_statements, scorer)["recall"]
+
+
+def flag_contaminated(score: float, threshold: float) -> bool:
+    """A claim is potentially contaminated for a model when its score reaches the threshold."""
+    return score >= threshold
