@@ -1,4 +1,4 @@
-"""Blocking data-quality checks: a bad table or a bad split stops the run before anything downstream reads it."""
+"""Data-quality checks: blocking ones stop a bad table or split; yield-band ones (WARN) flag a quarter whose yield slumps."""
 
 import os
 
@@ -7,7 +7,7 @@ import polars as pl
 
 from assets.release import validate_release
 from assets.scored_claims import bin3
-from dagster_project.partitions import to_label
+from dagster_project.partitions import to_key, to_label
 from dagster_project.resources.store import StoreResource
 
 LABELS = ["intact", "unknown", "compromised"]
@@ -80,4 +80,86 @@ def release_format(context: dg.AssetCheckExecutionContext, store: StoreResource)
     return dg.AssetCheckResult(passed=not problems, metadata={"path": str(folder), "problems": dg.MetadataValue.json(problems[:50])})
 
 
-CHECKS = [scored_claims_quality, release_format]
+SCRAPE_SUCCESS_FLOOR = 0.5  # under half the trusted reviews yielding an article means walls, dead links or a broken extractor
+REVIEW_DROP_FLOOR = 0.5  # a quarter with under half the previous quarter's reviews points at a feed or ingestion gap
+
+
+def previous_quarter(label: str) -> str:
+    year, q = int(label[:4]), int(label[5])
+    return f"{year - 1}Q4" if q == 1 else f"{year}Q{q - 1}"
+
+
+def latest_yield(instance: dg.DagsterInstance, asset: str, quarter: str) -> dict | None:
+    """rows_in / rows_out (and the run) of the latest materialization of ``asset`` for ``quarter``, or None."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[to_key(quarter)]), limit=1
+    ).records
+    if not records:
+        return None
+    meta = records[0].asset_materialization.metadata
+    return {
+        "rows_in": getattr(meta.get("rows_in"), "value", None),
+        "rows_out": getattr(meta.get("rows_out"), "value", None),
+        "run_id": records[0].run_id,
+    }
+
+
+def scrape_success_result(quarter: str, current: dict | None) -> dg.AssetCheckResult:
+    """Articles rows_out / rows_in against the 50 % floor; nothing to scrape passes with a note."""
+    meta = {"quarter": quarter, "floor": SCRAPE_SUCCESS_FLOOR}
+    if current is None or not current["rows_in"]:
+        note = "no articles materialization for this quarter" if current is None else "no trusted reviews to scrape"
+        return dg.AssetCheckResult(passed=True, severity=dg.AssetCheckSeverity.WARN, metadata={**meta, "note": note})
+    rate = (current["rows_out"] or 0) / current["rows_in"]
+    passed = rate >= SCRAPE_SUCCESS_FLOOR
+    note = (
+        f"{current['rows_out']} of {current['rows_in']} trusted reviews yielded an article ({rate:.0%}); "
+        f"the band is >= {SCRAPE_SUCCESS_FLOOR:.0%}" + ("" if passed else ": look at drop/* on articles (bot walls, fetch failures, length rules)")
+    )
+    return dg.AssetCheckResult(
+        passed=passed, severity=dg.AssetCheckSeverity.WARN,
+        metadata={**meta, "rows_in": current["rows_in"], "rows_out": current["rows_out"], "scrape_success": round(rate, 4), "note": note},
+    )
+
+
+def review_volume_result(quarter: str, current: dict | None, previous: dict | None) -> dg.AssetCheckResult:
+    """This quarter's reviews rows_out against half of the previous quarter's; no previous quarter passes with a note."""
+    prev_label = previous_quarter(quarter)
+    meta = {"quarter": quarter, "previous_quarter": prev_label, "floor": REVIEW_DROP_FLOOR}
+    reviews = (current or {}).get("rows_out") or 0
+    meta["reviews"] = reviews
+    if previous is None or not previous["rows_out"]:
+        why = "was never materialized" if previous is None else "had no reviews"
+        note = f"no comparison: {prev_label} {why}"
+        return dg.AssetCheckResult(passed=True, severity=dg.AssetCheckSeverity.WARN, metadata={**meta, "note": note})
+    ratio = reviews / previous["rows_out"]
+    passed = ratio >= REVIEW_DROP_FLOOR
+    note = (
+        f"{reviews} reviews against {previous['rows_out']} in {prev_label} ({ratio:.0%}); the band is >= {REVIEW_DROP_FLOOR:.0%}"
+        + ("" if passed else ": check the sources (a feed snapshot cut short, an API dump missing) before trusting the quarter")
+    )
+    return dg.AssetCheckResult(
+        passed=passed, severity=dg.AssetCheckSeverity.WARN,
+        metadata={**meta, "previous_reviews": previous["rows_out"], "ratio": round(ratio, 4), "note": note},
+    )
+
+
+@dg.asset_check(asset="articles", description="Yield band (WARN): at least half of the trusted reviews yield an article.")
+def articles_scrape_success(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    quarter = _quarter(context)
+    return scrape_success_result(quarter, latest_yield(context.instance, "articles", quarter))
+
+
+@dg.asset_check(asset="reviews", description="Yield band (WARN): at least half as many reviews as the previous quarter.")
+def reviews_volume(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+    quarter = _quarter(context)
+    return review_volume_result(
+        quarter,
+        latest_yield(context.instance, "reviews", quarter),
+        latest_yield(context.instance, "reviews", previous_quarter(quarter)),
+    )
+
+
+BLOCKING_CHECKS = [scored_claims_quality, release_format]
+YIELD_CHECKS = [reviews_volume, articles_scrape_success]
+CHECKS = BLOCKING_CHECKS + YIELD_CHECKS

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -61,16 +62,48 @@ def run_quarter(config_path: str | None, quarter: str, until: str | None = None)
     return result.success
 
 
-def collect_yields(config_path: str | None, quarter: str) -> dict:
-    """Per stage: rows in, rows out and drops by reason, from the latest materialization of that quarter."""
+CORE_KEYS = {"rows_in", "rows_out", "dropped", "version", "path", "quarter", "dagster/row_count"}
+
+
+def _plain(value):
+    """Metadata values as JSON-safe numbers: NaN (an empty evaluation) becomes None."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _check_results(instance, quarters: set[str]) -> dict[str, dict]:
+    """Latest evaluation of every yield check per quarter (the checks are unpartitioned: the quarter is in their metadata)."""
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+
+    from dagster_project.checks import YIELD_CHECKS
+
+    done = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
+    found: dict[str, dict] = {}
+    for check_def in YIELD_CHECKS:
+        for key in check_def.check_keys:
+            history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1000, status=done)
+            for record in history:  # newest first, so the first hit per quarter is the latest
+                evaluation = record.evaluation
+                meta = {k: v.value for k, v in evaluation.metadata.items()}
+                quarter = meta.get("quarter")
+                if quarter in quarters and key.name not in found.setdefault(quarter, {}):
+                    found[quarter][key.name] = {
+                        "asset": key.asset_key.to_user_string(),
+                        "passed": evaluation.passed,
+                        "severity": evaluation.severity.value,
+                        "note": meta.get("note"),
+                        "metadata": {k: _plain(v) for k, v in meta.items() if k != "note"},
+                        "run_id": record.run_id,
+                    }
+    return found
+
+
+def _quarter_report(instance, label: str, checks: dict) -> dict:
     import dagster as dg
 
-    from dagster_project.config import load_config
-    from dagster_project.partitions import to_key, to_label
+    from dagster_project.partitions import to_key
 
-    config = load_config(config_path)
-    instance = _instance(config)
-    label = to_label(quarter)
     stages = {}
     for name in FUNNEL:
         records = instance.fetch_materializations(
@@ -83,23 +116,70 @@ def collect_yields(config_path: str | None, quarter: str) -> dict:
         stages[name] = {
             "rows_in": value("rows_in"),
             "rows_out": value("rows_out"),
+            "dropped": value("dropped"),
             "drops": {k.removeprefix("drop/"): v.value for k, v in meta.items() if k.startswith("drop/")},
+            # numeric extras only: llm/*, platform/*, fetch_success_rate, label/*, claims/*, media ...
+            "extras": {
+                k: _plain(v.value) for k, v in meta.items()
+                if k not in CORE_KEYS and not k.startswith("drop/") and isinstance(v.value, (int, float)) and not isinstance(v.value, bool)
+            },
             "version": value("version"),
             "materialized": records[0].timestamp,
         }
         if name == "release":
             stages[name]["path"] = value("path")
-    return {"quarter": label, "stages": stages}
+    return {"quarter": label, "stages": stages, "checks": checks.get(label, {})}
+
+
+def collect_yields(config_path: str | None, quarter: str) -> dict:
+    """Per stage: rows in, rows out, drops by reason and numeric extras, from the latest materialization of that
+    quarter; plus the latest yield-check results of the quarter."""
+    return collect_range(config_path, quarter, quarter)[0]
+
+
+def collect_range(config_path: str | None, first: str, last: str) -> list[dict]:
+    """``collect_yields`` for every quarter from ``first`` to ``last`` (labels or Dagster keys), oldest first."""
+    from dagster_project.config import load_config
+    from dagster_project.partitions import quarter_range
+
+    labels = quarter_range(first, last)
+    instance = _instance(load_config(config_path))
+    checks = _check_results(instance, set(labels))
+    return [_quarter_report(instance, label, checks) for label in labels]
 
 
 def format_funnel(report: dict) -> str:
+    from dagster_project.dashboard import quarter_summary
+
     lines = [f"Stage yields for {report['quarter']}:", f"  {'stage':<18}{'in':>7}{'out':>7}  drops"]
     for name, s in report["stages"].items():
         drops = ", ".join(f"{k}={v}" for k, v in sorted(s["drops"].items(), key=lambda kv: -kv[1]) if v) or "-"
         lines.append(f"  {name:<18}{s['rows_in'] if s['rows_in'] is not None else '':>7}{s['rows_out'] if s['rows_out'] is not None else '':>7}  {drops}")
     if not report["stages"]:
         lines.append("  (nothing materialized for this quarter yet)")
+        return "\n".join(lines)
+    summary = quarter_summary(report)
+    if summary["fetch_success_rate"] is not None:
+        lines.append(f"  fetch success {summary['fetch_success_rate']:.1%}")
+    if summary["llm"]:
+        llm = summary["llm"]
+        rate = "n/a" if llm["hit_rate"] is None else f"{llm['hit_rate']:.1%}"
+        lines.append(f"  llm: {llm['calls']} calls, cache hit rate {rate}, cost ${llm['cost_usd']:.4f}")
+    for name, check in sorted(report.get("checks", {}).items()):
+        if not check["passed"]:
+            lines.append(f"  {check['severity']} {name}: {check['note']}")
     return "\n".join(lines)
+
+
+def format_range(reports: list[dict]) -> str:
+    """The funnel of every quarter with data, then one line naming the quarters without any."""
+    if len(reports) == 1:
+        return format_funnel(reports[0])
+    blocks = [format_funnel(r) for r in reports if r["stages"]]
+    empty = [r["quarter"] for r in reports if not r["stages"]]
+    if empty:
+        blocks.append(f"Nothing materialized for: {', '.join(empty)}")
+    return "\n\n".join(blocks)
 
 
 def export_release(config_path: str | None, quarter: str, out: str) -> Path:
@@ -144,6 +224,28 @@ def demo(config_path: str | None) -> int:
     return 0 if ok else 1
 
 
+def yields(args: argparse.Namespace) -> int:
+    """``veritas yields``: --quarter Q, or --from A [--to B]; text, --json and/or --html FILE."""
+    from dagster_project.dashboard import write_html
+    from dagster_project.partitions import quarterly_partitions, to_label
+
+    if bool(args.quarter) == bool(args.first) or (args.last and not args.first):
+        raise ValueError("give either --quarter Q or --from A [--to B]")
+    first = args.quarter or args.first
+    last = args.quarter or args.last or to_label(quarterly_partitions.get_last_partition_key())
+    reports = collect_range(args.config, first, last)
+    if args.json:
+        single = args.quarter is not None
+        payload = reports[0] if single else {"from": reports[0]["quarter"], "to": reports[-1]["quarter"], "quarters": reports}
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(format_range(reports))
+    if args.html:
+        path = write_html(reports, args.html)
+        print(f"[veritas] dashboard: {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="veritas", description=__doc__)
     parser.add_argument("--config", help="config file (default: $VERITAS_CONFIG or veritas.yaml)")
@@ -152,9 +254,12 @@ def main(argv: list[str] | None = None) -> int:
     p_run = sub.add_parser("run", help="materialize the pipeline for one quarter")
     p_run.add_argument("--quarter", required=True, help="e.g. 2025Q4 (or the Dagster key 2025-10)")
     p_run.add_argument("--until", help="stop after this asset")
-    p_yields = sub.add_parser("yields", help="per stage: rows in, rows out and drops by reason")
-    p_yields.add_argument("--quarter", required=True)
-    p_yields.add_argument("--json", action="store_true")
+    p_yields = sub.add_parser("yields", help="per stage: rows in, rows out and drops by reason, for one quarter or a range")
+    p_yields.add_argument("--quarter", help="one quarter, e.g. 2025Q4 (or 2025-10)")
+    p_yields.add_argument("--from", dest="first", help="first quarter of a range")
+    p_yields.add_argument("--to", dest="last", help="last quarter of a range (default: the running quarter)")
+    p_yields.add_argument("--json", action="store_true", help="print the reports as JSON")
+    p_yields.add_argument("--html", metavar="FILE", help="also write the self-contained dashboard page to FILE")
     p_export = sub.add_parser("export", help="copy a quarter's release to a folder")
     p_export.add_argument("--quarter", required=True)
     p_export.add_argument("--out", required=True)
@@ -167,9 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             return 0 if run_quarter(args.config, args.quarter, args.until) else 1
         if args.command == "yields":
-            report = collect_yields(args.config, args.quarter)
-            print(json.dumps(report, indent=2, default=str) if args.json else format_funnel(report))
-            return 0
+            return yields(args)
         if args.command == "export":
             print(export_release(args.config, args.quarter, args.out))
             return 0

@@ -212,9 +212,12 @@ def test_images_only_reach_vision_members(stub, tmp_path):
 
 def test_cache_key_ignores_api_base_and_media_order():
     a = EnsembleMember(name="a", model="openai/x", api_base="http://127.0.0.1:1/v1", seed=1)
-    b = EnsembleMember(name="b", model="openai/x", api_base="http://127.0.0.1:2/v1", seed=1)
+    moved = EnsembleMember(name="a", model="openai/x", api_base="http://127.0.0.1:2/v1", seed=1)  # new port
     k = LLMResource.cache_key
-    assert k(a, MESSAGES, SCHEMA, "t", "h", ["m1", "m2"]) == k(b, MESSAGES, SCHEMA, "t", "h", ["m2", "m1"])
+    assert k(a, MESSAGES, SCHEMA, "t", "h", ["m1", "m2"]) == k(moved, MESSAGES, SCHEMA, "t", "h", ["m2", "m1"])
+    # another member on the same model string may be another deployment: it never gets a's answers
+    other = moved.model_copy(update={"name": "b"})
+    assert k(a, MESSAGES, SCHEMA, "t", "h", []) != k(other, MESSAGES, SCHEMA, "t", "h", [])
     assert k(a, MESSAGES, SCHEMA, "t", "h", []) != k(a.model_copy(update={"seed": 2}), MESSAGES, SCHEMA, "t", "h", [])
 
 

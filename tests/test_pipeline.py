@@ -130,3 +130,21 @@ def test_malformed_records_are_quarantined_in_their_own_quarter(demo_run):
     table = pl.read_parquet(folder / f"{(folder / 'LATEST').read_text().strip()}.parquet")
     assert sorted(table["reason"].to_list()) == ["element_without_items", "missing_review_url"]
     assert set(table["stage"].to_list()) == {"reviews"} and set(table["quarter"].to_list()) == {"2020Q2"}
+
+
+def test_dashboard_shows_the_model_stages_of_the_demo_run(demo_run, tmp_path):
+    import lxml.html
+
+    from dagster_project.cli import collect_range
+    from dagster_project.dashboard import quarter_summary, write_html
+
+    (report,) = collect_range(demo_run, "2026Q2", "2026Q2")
+    calls = {name: s["extras"]["llm/calls"] for name, s in report["stages"].items() if "llm/calls" in s["extras"]}
+    assert set(calls) == {"normalized_claims", "scored_claims", "rectified_claims", "predictions"}
+    llm = quarter_summary(report)["llm"]
+    assert llm["calls"] == sum(calls.values()) > 0 and llm["cost_usd"] == 0.0  # the embedded model costs nothing
+    assert report["checks"]["reviews_volume"]["passed"] and report["checks"]["articles_scrape_success"]["passed"]
+    doc = lxml.html.parse(str(write_html([report], tmp_path / "yields.html"))).getroot()
+    assert [f.get("id") for f in doc.xpath("//figure")] == ["chart-funnel", "chart-scraping", "chart-llm-cost", "chart-llm-cache"]
+    cells = {c.get("data-field"): c.text for c in doc.xpath("//table[@id='llm-table']//td[@data-field]")}
+    assert int(cells["calls"]) == llm["calls"]
