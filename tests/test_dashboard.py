@@ -10,14 +10,17 @@ import subprocess
 
 import lxml.html
 import pytest
-import yaml
 
 from dagster_project.checks import (
-    CHECKS, YIELD_CHECKS, previous_quarter, review_volume_result, scrape_success_result,
+    CHECKS,
+    YIELD_CHECKS,
+    previous_quarter,
+    review_volume_result,
+    scrape_success_result,
 )
 from dagster_project.cli import collect_range, collect_yields, format_range, main, run_quarter
-from dagster_project.config import PROJECT_ROOT
 from dagster_project.dashboard import drop_table, quarter_summary, render_html, write_html
+from tests.conftest import write_demo_config
 
 SCRAPING_STAGES = ["reviews", "trusted_reviews", "articles", "appearances"]
 
@@ -26,12 +29,7 @@ SCRAPING_STAGES = ["reviews", "trusted_reviews", "articles", "appearances"]
 def data(tmp_path_factory):
     """The demo config in a temp data dir and its own Dagster home; three quarters up to appearances (no model)."""
     folder = tmp_path_factory.mktemp("dashboard")
-    cfg = yaml.safe_load((PROJECT_ROOT / "veritas.yaml").read_text())
-    cfg["data_dir"] = str(folder / "data")
-    cfg["sources"] = [{"kind": "datafeed", "path": str(PROJECT_ROOT / "demo/snapshot/feed.json")}]
-    cfg["web"]["warc_paths"] = [str(PROJECT_ROOT / "demo/snapshot/pages.warc.gz")]
-    path = folder / "veritas.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path = write_demo_config(folder)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DAGSTER_HOME", str(folder / "dagster"))
         # 2020Q3 after 2020Q2: the demo feed has 20 records in 2020Q2 and none in 2020Q3, so its volume check warns

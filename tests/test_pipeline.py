@@ -11,20 +11,13 @@ from dagster_project.cli import collect_yields, export_release, format_funnel, m
 from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.definitions import ASSET_NAMES, build_definitions
 from dagster_project.partitions import quarterly_partitions
+from tests.conftest import write_demo_config
 
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
     """The demo config in a temp data dir, slimmed so that the real local model answers in about a minute."""
-    folder = tmp_path_factory.mktemp("veritas")
-    cfg = yaml.safe_load((PROJECT_ROOT / "veritas.yaml").read_text())
-    cfg["data_dir"] = str(folder / "data")
-    cfg["sources"] = [{"kind": "datafeed", "path": str(PROJECT_ROOT / "demo/snapshot/feed.json")}]
-    cfg["web"]["warc_paths"] = [str(PROJECT_ROOT / "demo/snapshot/pages.warc.gz")]
-    cfg["stages"].update({"max_candidate_media": 2, "max_media": 2, "evidence_chars": 600})
-    path = folder / "veritas.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return str(path)
+    return write_demo_config(tmp_path_factory.mktemp("veritas"), max_candidate_media=2, max_media=2, evidence_chars=600)
 
 
 def test_definitions_load_with_groups_and_quarter_partitions(config_file):

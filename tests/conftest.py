@@ -1,0 +1,19 @@
+"""Shared test helpers."""
+
+from pathlib import Path
+
+import yaml
+
+from dagster_project.config import PROJECT_ROOT
+
+
+def write_demo_config(folder: Path, **stages) -> str:
+    """The demo config (bundled feed and WARC) with its data dir in ``folder``; ``stages`` overrides parameters."""
+    cfg = yaml.safe_load((PROJECT_ROOT / "veritas.yaml").read_text())
+    cfg["data_dir"] = str(folder / "data")
+    cfg["sources"] = [{"kind": "datafeed", "path": str(PROJECT_ROOT / "demo/snapshot/feed.json")}]
+    cfg["web"]["warc_paths"] = [str(PROJECT_ROOT / "demo/snapshot/pages.warc.gz")]
+    cfg["stages"].update(stages)
+    path = folder / "veritas.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
