@@ -13,10 +13,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 DEMO_QUARTERS = ["2020Q2", "2026Q2"]
-FUNNEL = [
-    "reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
-    "rectified_claims", "release", "predictions", "evaluation",
-]
 
 
 def _instance(config: dict):
@@ -102,10 +98,11 @@ def _check_results(instance, quarters: set[str]) -> dict[str, dict]:
 def _quarter_report(instance, label: str, checks: dict) -> dict:
     import dagster as dg
 
+    from dagster_project.definitions import ASSET_NAMES  # the funnel, in pipeline order
     from dagster_project.partitions import to_key
 
     stages = {}
-    for name in FUNNEL:
+    for name in ASSET_NAMES:
         records = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey(name), asset_partitions=[to_key(label)]), limit=1
         ).records
