@@ -7,10 +7,11 @@ from typing import Iterable
 import dagster as dg
 from pydantic import BaseModel
 
+from assets.media import MediaStore
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame, validate_rows
-from schemas.records import QuarantineRecord
+from schemas.records import Article, QuarantineRecord
 
 PARTITIONS = quarterly_partitions
 
@@ -133,9 +134,6 @@ def run_claim_stage(context, stage: str, upstream: str, in_model, out_model, pro
 
     ``process(claims, articles_by_review_id, media_store, log) -> (records, StageYield)``.
     """
-    from assets.media import MediaStore  # here, so that common stays importable without the media stack
-    from schemas.records import Article
-
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
     claims = load_upstream(store, upstream, quarter, in_model, bad)

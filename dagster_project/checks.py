@@ -89,18 +89,24 @@ def previous_quarter(label: str) -> str:
     return f"{year - 1}Q4" if q == 1 else f"{year}Q{q - 1}"
 
 
-def latest_yield(instance: dg.DagsterInstance, asset: str, quarter: str) -> dict | None:
-    """rows_in / rows_out (and the run) of the latest materialization of ``asset`` for ``quarter``, or None."""
+def latest_materialization(instance: dg.DagsterInstance, asset: str, quarter: str):
+    """The latest materialization record of ``asset`` for ``quarter``, or None."""
     records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[to_key(quarter)]), limit=1
     ).records
-    if not records:
+    return records[0] if records else None
+
+
+def latest_yield(instance: dg.DagsterInstance, asset: str, quarter: str) -> dict | None:
+    """rows_in / rows_out (and the run) of the latest materialization of ``asset`` for ``quarter``, or None."""
+    record = latest_materialization(instance, asset, quarter)
+    if record is None:
         return None
-    meta = records[0].asset_materialization.metadata
+    meta = record.asset_materialization.metadata
     return {
         "rows_in": getattr(meta.get("rows_in"), "value", None),
         "rows_out": getattr(meta.get("rows_out"), "value", None),
-        "run_id": records[0].run_id,
+        "run_id": record.run_id,
     }
 
 

@@ -96,19 +96,15 @@ def _check_results(instance, quarters: set[str]) -> dict[str, dict]:
 
 
 def _quarter_report(instance, label: str, checks: dict) -> dict:
-    import dagster as dg
-
+    from dagster_project.checks import latest_materialization
     from dagster_project.definitions import ASSET_NAMES  # the funnel, in pipeline order
-    from dagster_project.partitions import to_key
 
     stages = {}
     for name in ASSET_NAMES:
-        records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(name), asset_partitions=[to_key(label)]), limit=1
-        ).records
-        if not records:
+        record = latest_materialization(instance, name, label)
+        if record is None:
             continue
-        meta = records[0].asset_materialization.metadata
+        meta = record.asset_materialization.metadata
         value = lambda k: getattr(meta.get(k), "value", None)  # noqa: E731
         stages[name] = {
             "rows_in": value("rows_in"),
@@ -121,7 +117,7 @@ def _quarter_report(instance, label: str, checks: dict) -> dict:
                 if k not in CORE_KEYS and not k.startswith("drop/") and isinstance(v.value, (int, float)) and not isinstance(v.value, bool)
             },
             "version": value("version"),
-            "materialized": records[0].timestamp,
+            "materialized": record.timestamp,
         }
         if name == "release":
             stages[name]["path"] = value("path")
