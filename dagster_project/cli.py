@@ -1,9 +1,11 @@
 """``veritas``: thin wrappers over Dagster to run quarters, read the stage yields and export a release."""
 
 import argparse
+import importlib
 import json
 import math
 import os
+import pkgutil
 import shutil
 import sys
 import time
@@ -239,6 +241,14 @@ def yields(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_modules() -> list:
+    """The subcommand modules under ``dagster_project.commands``; each has ``register(subparsers) -> [parsers]``
+    and sets ``handler`` on its parsers. They import heavy libraries inside their handlers, not at import."""
+    from dagster_project import commands
+
+    return [importlib.import_module(f"{commands.__name__}.{m.name}") for m in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="veritas", description=__doc__)
     parser.add_argument("--config", help="config file (default: $VERITAS_CONFIG or veritas.yaml)")
@@ -256,10 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     p_export = sub.add_parser("export", help="copy a quarter's release to a folder")
     p_export.add_argument("--quarter", required=True)
     p_export.add_argument("--out", required=True)
-    for p in (p_run, p_yields, p_export):
+    extra = [p_run, p_yields, p_export]
+    for module in command_modules():  # each dagster_project/commands/<name>.py adds its own subcommand(s)
+        extra.extend(module.register(sub))
+    for p in extra:
         p.add_argument("--config", default=argparse.SUPPRESS, help="config file")
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "handler", None):
+            return args.handler(args)
         if args.command == "demo":
             return demo(args.config)
         if args.command == "run":
