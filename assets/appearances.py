@@ -1,14 +1,25 @@
 """Stage 4: recover where each claim appeared (social posts, archived copies) and download the candidate media."""
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urljoin, urlsplit
 
 import dagster as dg
 import lxml.html
 
-from assets.common import StageYield, count, finish_stage, load_upstream, map_records, quarter_of_context, stage_asset
+from assets.articles import fetch_metadata
+from assets.common import (
+    StageYield,
+    count,
+    finish_stage,
+    load_upstream,
+    map_records,
+    quarter_of_context,
+    stage_asset,
+)
 from assets.media import MediaError, MediaStore
 from dagster_project.config import PipelineResource
+from dagster_project.resources.crawl_ytdlp import VideoError, download_video
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
 from schemas.records import Appearance, Article, ClaimAppearances, Medium, TrustedReview
@@ -42,13 +53,13 @@ POST_PATH = {
     "weibo": re.compile(r"^/\d+/\w+"),
 }
 ARCHIVE_TODAY = ("archive.today", "archive.ph", "archive.is", "archive.li", "archive.md", "archive.fo", "archive.vn")
-INLINE_SKIP = re.compile(r"\.svg(\?|$)|^data:|/(logo|icon|sprite|avatar|badge|pixel)[^/]*$", re.I)
+INLINE_SKIP = re.compile(r"\.svg(\?|$)|^data:|/(logo|icon|sprite|avatar|badge|pixel)[^/]*$", re.IGNORECASE)
 SHORTENERS = ("t.co", "bit.ly", "ow.ly", "tinyurl.com", "buff.ly", "fb.me", "goo.gl", "is.gd", "rb.gy", "shorturl.at", "lnkd.in", "dlvr.it")
 
 
 def _host(url: str) -> str:
     host = (urlsplit(url).hostname or "").lower()
-    return host[4:] if host.startswith("www.") else host
+    return host.removeprefix("www.")
 
 
 def _host_in(host: str, domains: tuple[str, ...]) -> bool:
@@ -120,6 +131,33 @@ def original_from_archive_page(html: str, base_url: str) -> str:
     return ""
 
 
+# What a media URL may answer with (the bytes are sniffed anyway); an HTML login page is refused unread.
+MEDIA_TYPES = ("image/", "video/", "application/octet-stream", "binary/octet-stream", "application/mp4")
+# Posts whose media is a video that yt-dlp can extract from the platform page.
+VIDEO_POST = re.compile(
+    r"youtube\.com/(watch|shorts/|live/)|youtu\.be/|tiktok\.com/.+/video/|vm\.tiktok\.com/|"
+    r"facebook\.com/.*(/videos/|/reel/|/watch)|fb\.watch/|instagram\.com/(reel|tv)/|\.(mp4|webm|mov|m4v)(\?|$)",
+    re.IGNORECASE,
+)
+
+
+def accept_llm_choice(chosen: list[str], review: TrustedReview, article: Article) -> tuple[list[str], list[str]]:
+    """(accepted, rejected): a URL a model picked counts only if it is literally in the article (a link, a video
+    link, an image or its text) or in the ClaimReview; anything else may be invented and is never used."""
+    literal = set(article.links) | set(article.video_urls) | {i.src for i in article.images} | set(review.appearance_urls)
+    accepted, rejected = [], []
+    for url in chosen:
+        url = url.strip() if isinstance(url, str) else ""
+        whole = url.startswith(("http://", "https://")) and (url in literal or _whole_url_in(url, article.text))
+        (accepted if whole else rejected).append(url)
+    return list(dict.fromkeys(accepted)), rejected
+
+
+def _whole_url_in(url: str, text: str) -> bool:
+    """The URL occurs in the text as a whole (not as the prefix of a longer URL)."""
+    return re.search(re.escape(url) + r"(?![\w/%?=&#.-]*[\w/%?=&#-])", text) is not None
+
+
 def candidate_links(review: TrustedReview, article: Article) -> list[str]:
     """ClaimReview appearances first, then the article's post, archive and short links, in page order."""
     out = list(review.appearance_urls)
@@ -159,7 +197,7 @@ class Recoverer:
         self.web, self.media, self.pipeline = web, media, pipeline
 
     def download(self, url: str, origin: str, alt: str = "", caption: str = "") -> tuple[Medium | None, str]:
-        result = self.web.fetch(url)
+        result = self.web.fetch(url, content_types=MEDIA_TYPES, reuse=True)
         if not result.ok:
             return None, f"fetch_failed:{result.error or result.status}"
         try:
@@ -172,16 +210,31 @@ class Recoverer:
             frame_paths=list(stored.frame_paths),
         ), ""
 
+    def download_video(self, url: str, origin: str) -> tuple[Medium | None, str, dict]:
+        """A video page or file through yt-dlp (its requests go through the web resource), stored with its frames."""
+        try:
+            data, info = download_video(self.web, url, self.media.max_video_bytes, self.media.max_video_seconds)
+            stored = self.media.put_video(data)
+        except VideoError as err:
+            return None, f"video:{err.code}", {}
+        except MediaError as err:
+            return None, f"media:{err.code}", {}
+        return Medium(
+            medium_id=stored.sha256, kind="video", path=stored.path, width=stored.width, height=stored.height,
+            phash=stored.phash, source_url=url, origin=origin, caption=str(info.get("title") or ""),
+            frame_paths=list(stored.frame_paths),
+        ), "", info
+
     def resolve(self, link: str) -> tuple[str, str]:
         """(original URL, archive URL) for a candidate link; short links are expanded."""
         if _host(link) in SHORTENERS:
-            result = self.web.fetch(link)
+            result = self.web.fetch(link, reuse=True)
             link = result.final_url if result.final_url != link and (result.ok or result.redirects) else link
         if not archive_kind(link):
             return link, ""
         original = original_from_archive_url(link)
         if not original:
-            page = self.web.fetch(link)
+            page = self.web.fetch(link, reuse=True)
             original = original_from_archive_page(page.text(), page.final_url) if page.ok else ""
         return original, link
 
@@ -189,8 +242,15 @@ class Recoverer:
         original, archive = self.resolve(link)
         appearance = Appearance(url=link, original_url=original or link, platform=platform_of(original or link))
         errors = []
+        if original and VIDEO_POST.search(original):
+            video, err, info = self.download_video(original, "appearance")
+            if video is not None:
+                appearance.status, appearance.fetched_url = "ok", original
+                appearance.text = str(info.get("description") or info.get("title") or "")
+                return appearance, [video]
+            errors.append(err)
         for url in [u for u in (original, archive) if u]:
-            page = self.web.fetch(url)
+            page = self.web.fetch(url, reuse=True)
             if not page.ok:
                 errors.append(f"fetch_failed:{page.error or page.status}")
                 continue
@@ -211,12 +271,25 @@ class Recoverer:
         return appearance, []
 
 
-def recover_claim(review: TrustedReview, article: Article, recoverer: Recoverer, pipeline: PipelineResource) -> ClaimAppearances:
-    """At most ``max_appearances`` usable appearances, then the article's own images as further candidates."""
+def recover_claim(
+    review: TrustedReview, article: Article, recoverer: Recoverer, pipeline: PipelineResource, chooser=None,
+    rejected: list[str] | None = None,
+) -> ClaimAppearances:
+    """At most ``max_appearances`` usable appearances, then the article's videos and images as further candidates.
+
+    ``chooser(review, article, candidates) -> list[str]`` (e.g. a model) may put candidates first; what it names
+    that is not literally in the article or the ClaimReview is dropped (and listed in ``rejected``).
+    """
     appearances: list[Appearance] = []
     media: list[Medium] = []
     by_original: dict[str, Appearance] = {}
-    for link in candidate_links(review, article):
+    links = candidate_links(review, article)
+    if chooser is not None and links:
+        accepted, refused = accept_llm_choice(list(chooser(review, article, links)), review, article)
+        if rejected is not None:
+            rejected.extend(refused)
+        links = list(dict.fromkeys(accepted + links))
+    for link in links:
         if sum(a.status == "ok" for a in appearances) >= pipeline.max_appearances:
             break
         appearance, found = recoverer.recover(link)
@@ -228,6 +301,12 @@ def recover_claim(review: TrustedReview, article: Article, recoverer: Recoverer,
         by_original[appearance.original_url] = appearance
         appearances.append(appearance)
         media.extend(found)
+    for video_url in article.video_urls:
+        if len(media) >= pipeline.max_candidate_media:
+            break
+        medium, _, _ = recoverer.download_video(video_url, "article")
+        if medium:
+            media.append(medium)
     for image in article.images:
         if len(media) >= pipeline.max_candidate_media:
             break
@@ -239,21 +318,37 @@ def recover_claim(review: TrustedReview, article: Article, recoverer: Recoverer,
 
 
 def recover_all(
-    reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, pipeline: PipelineResource, log=None
+    reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, pipeline: PipelineResource, log=None,
+    threads: int = 8,
 ) -> tuple[list[ClaimAppearances], StageYield]:
+    """Claims run on ``threads`` threads: their fetches wait on the network and on per-host politeness, so
+    several claims in flight keep the web resource busy. Results keep the input order."""
     by_id = {r.review_id: r for r in reviews}
     stats = StageYield(len(articles))
 
-    def one(article: Article):
-        claim = recover_claim(by_id[article.review_id], article, recoverer, pipeline)
+    def recover(article: Article):
+        try:
+            return recover_claim(by_id[article.review_id], article, recoverer, pipeline), None
+        except Exception as err:  # noqa: BLE001 - counted as a drop by map_records below
+            return None, err
+
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        recovered = list(pool.map(recover, articles))
+
+    def one(outcome):
+        claim, err = outcome
+        if err is not None:
+            raise err
         usable = [a for a in claim.appearances if a.status == "ok"]
         for a in usable:
             count(stats, f"platform/{a.platform}")
+        for a in claim.appearances:  # fetch success by platform, failures included
+            count(stats, f"fetch/{a.platform}/{'ok' if a.status == 'ok' else 'failed'}")
         if usable or not pipeline.require_appearance:
             return claim, ""
         return None, "appearances_unreachable" if claim.appearances else "no_appearance_found"
 
-    return map_records(STAGE, articles, one, stats, log), stats
+    return map_records(STAGE, recovered, one, stats, log), stats
 
 
 @stage_asset(
@@ -268,6 +363,7 @@ def appearances(
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
     recoverer = Recoverer(web, MediaStore(store.media_root), pipeline)
+    mark = len(web.fetch_log())
     out, stats = recover_all(
         load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad),
         load_upstream(store, "articles", quarter, Article, bad),
@@ -276,4 +372,5 @@ def appearances(
         context.log,
     )
     stats.extra["media"] = sum(len(c.media) for c in out)
+    stats.extra.update(fetch_metadata(web.fetch_log(since=mark)))
     return finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats, bad)

@@ -1,7 +1,10 @@
 """Stage 3: fetch each fact-check page, extract the article text, its images, video links and outbound links."""
 
 import json
+import multiprocessing
 import re
+from concurrent.futures import Future, ProcessPoolExecutor
+from types import SimpleNamespace
 from urllib.parse import urljoin, urlsplit
 
 import dagster as dg
@@ -9,10 +12,17 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
-from assets.common import StageYield, finish_stage, load_upstream, map_records, quarter_of_context, stage_asset
+from assets.common import (
+    StageYield,
+    finish_stage,
+    load_upstream,
+    map_records,
+    quarter_of_context,
+    stage_asset,
+)
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
-from dagster_project.resources.web import WebResource
+from dagster_project.resources.web import FetchResult, WebResource
 from schemas.records import Article, ImageRef, TrustedReview
 
 STAGE = "articles"
@@ -21,17 +31,17 @@ WALL_PATTERNS = {
     "bot_wall": re.compile(
         r"verify (that )?you are (a )?human|are you a robot|captcha|checking your browser|"
         r"enable javascript and cookies to continue|access denied|attention required",
-        re.I,
+        re.IGNORECASE,
     ),
     "paywall": re.compile(
         r"subscribe to (continue|read)|this (article|content) is for subscribers|"
         r"already a subscriber\?|to continue reading,? (please )?(subscribe|log in)",
-        re.I,
+        re.IGNORECASE,
     ),
 }
 VIDEO_HOSTS = ("youtube.com", "youtu.be", "vimeo.com", "dailymotion.com", "tiktok.com", "facebook.com/watch")
-VIDEO_EXT = re.compile(r"\.(mp4|webm|mov|m4v)(\?|$)", re.I)
-SKIP_IMAGE = re.compile(r"\.svg(\?|$)|^data:|/(logo|icon|sprite|avatar|badge)[^/]*$", re.I)
+VIDEO_EXT = re.compile(r"\.(mp4|webm|mov|m4v)(\?|$)", re.IGNORECASE)
+SKIP_IMAGE = re.compile(r"\.svg(\?|$)|^data:|/(logo|icon|sprite|avatar|badge)[^/]*$", re.IGNORECASE)
 
 
 def detect_wall(html: str, text_chars: int) -> str:
@@ -42,7 +52,28 @@ def detect_wall(html: str, text_chars: int) -> str:
     for reason, pattern in WALL_PATTERNS.items():
         if pattern.search(visible):
             return reason
+    if _marked_not_free(html):
+        return "paywall"  # schema.org paywall markup, and the page shows only a teaser
     return ""
+
+
+def _marked_not_free(html: str) -> bool:
+    """The publisher's own JSON-LD says the article is not free to read (isAccessibleForFree: false)."""
+    if "isaccessibleforfree" not in html.lower():
+        return False
+    try:
+        doc = lxml.html.fromstring(html)
+    except (lxml.etree.ParserError, ValueError):
+        return False
+    for script in doc.xpath("//script[@type='application/ld+json']/text()"):
+        try:
+            data = json.loads(script)
+        except ValueError:
+            continue
+        for node in _jsonld_nodes(data):
+            if str(node.get("isAccessibleForFree", "")).strip().lower() == "false":
+                return True
+    return False
 
 
 def _visible_text(html: str) -> str:
@@ -115,7 +146,8 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
         if figure is not None:
             caption = " ".join(" ".join(c.itertext()) for c in figure.iter("figcaption"))
             caption = " ".join(caption.split())
-        images.append(ImageRef(src=src, alt=(img.get("alt") or "").strip(), caption=caption))
+        images.append(ImageRef(src=src, alt=(img.get("alt") or "").strip(), caption=caption,
+                               srcset=" ".join((img.get("srcset") or "").split())))
     videos = []
     for el in doc.xpath("//video[@src] | //video/source[@src] | //iframe[@src] | //meta[@property='og:video']"):
         src = urljoin(base_url, (el.get("src") or el.get("content") or "").strip())
@@ -132,15 +164,24 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
     return images, list(dict.fromkeys(videos)), list(dict.fromkeys(links))
 
 
-def extract_article(html: str, url: str) -> dict:
-    """Main text and metadata with trafilatura; the page's lang attribute backs up the language."""
-    extracted = trafilatura.extract(
-        html, url=url, output_format="json", with_metadata=True, include_comments=False, favor_precision=True
-    )
-    data = json.loads(extracted) if extracted else {}
+def extract_article(html: str, url: str, min_chars: int = 1000) -> dict:
+    """Main text and metadata with trafilatura; the page's lang attribute backs up the language.
+
+    The fast pass (no fallback extractors) is tried first; the slower fallbacks run only when it finds less
+    than ``min_chars``, which halves the cost on ordinary article pages.
+    """
+    data = {}
+    for fast in (True, False):
+        extracted = trafilatura.extract(
+            html, url=url, output_format="json", with_metadata=True, include_comments=False, favor_precision=True,
+            fast=fast,
+        )
+        data = json.loads(extracted) if extracted else {}
+        if len((data.get("text") or "").strip()) >= min_chars:
+            break
     language = data.get("language") or ""
     if not language:
-        match = re.search(r"<html[^>]*\blang=[\"']?([A-Za-z-]+)", html[:5000], re.I)
+        match = re.search(r"<html[^>]*\blang=[\"']?([A-Za-z-]+)", html[:5000], re.IGNORECASE)
         language = match.group(1).split("-")[0].lower() if match else ""
     return {
         "text": (data.get("text") or "").strip(),
@@ -155,7 +196,7 @@ def build_article(review: TrustedReview, final_url: str, html: str, pipeline: Pi
     if len(html) < pipeline.min_raw_chars:
         wall = detect_wall(html, 0)
         return None, wall or "raw_page_too_short"
-    fields = extract_article(html, final_url)
+    fields = extract_article(html, final_url, pipeline.min_article_chars)
     wall = detect_wall(html, len(fields["text"]))
     if wall:
         return None, wall
@@ -177,25 +218,103 @@ def build_article(review: TrustedReview, final_url: str, html: str, pipeline: Pi
     ), ""
 
 
-def fetch_article(review: TrustedReview, web: WebResource, pipeline: PipelineResource) -> tuple[Article | None, str]:
-    """One review page: (article, "") or (None, the reason it yields no article)."""
-    result = web.fetch(review.review_url)
-    is_html = "html" in result.content_type or not result.content_type
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+def _after_fetch(review: TrustedReview, result: FetchResult) -> tuple[str, str]:
+    """("", html) when the page is worth extracting, else (the reason it yields no article, "")."""
+    is_html = result.content_type.startswith(HTML_TYPES) or not result.content_type
+    if result.error == "bad_content_type":
+        return "not_html", ""  # refused by the web resource before its body was read
     if not result.ok:
         # bot walls answer 403/429/503 with a challenge page: record the wall, not just the status
         wall = ""
         if result.error is None and result.content and is_html:
             html = result.text()
             wall = detect_wall(html, len(extract_article(html, result.final_url)["text"]))
-        return None, wall or f"fetch_failed:{result.error or result.status}"
+        return wall or f"fetch_failed:{result.error or result.status}", ""
     if not is_html:
-        return None, "not_html"
-    return build_article(review, result.final_url, result.text(), pipeline)
+        return "not_html", ""
+    return "", result.text()
 
 
-def scrape(reviews: list[TrustedReview], web: WebResource, pipeline: PipelineResource, log=None) -> tuple[list[Article], StageYield]:
+def fetch_article(review: TrustedReview, web: WebResource, pipeline: PipelineResource) -> tuple[Article | None, str]:
+    """One review page: (article, "") or (None, the reason it yields no article)."""
+    result = web.fetch(review.review_url, content_types=HTML_TYPES, reuse=True)
+    reason, html = _after_fetch(review, result)
+    if reason:
+        return None, reason
+    return build_article(review, result.final_url, html, pipeline)
+
+
+def _extract_job(job: tuple) -> tuple[Article | None, str]:
+    """Worker entry (top level so a process pool can pickle it): one page's extraction, errors as a reason."""
+    review, final_url, html, limits = job
+    try:
+        # a plain namespace: building a Dagster resource per page would cost more than the extraction
+        return build_article(review, final_url, html, SimpleNamespace(**limits))
+    except Exception as err:  # noqa: BLE001 - one page must not lose the others
+        return None, f"error:{type(err).__name__}"
+
+
+def _resolved(outcome) -> tuple[Article | None, str]:
+    if not isinstance(outcome, Future):
+        return outcome
+    error = outcome.exception()  # a worker that died (e.g. killed for memory) loses its page, not the stage
+    return (None, f"error:{type(error).__name__}") if error else outcome.result()
+
+
+def scrape(
+    reviews: list[TrustedReview], web: WebResource, pipeline: PipelineResource, log=None, workers: int | None = None,
+    batch: int = 64,
+) -> tuple[list[Article], StageYield]:
+    """Fetch pages in concurrent batches (politeness is the web resource's job) and extract them on ``workers``
+    processes (trafilatura is CPU-bound); results keep the input order."""
+    workers = max(1, workers if workers is not None else pipeline.scrape_workers)
+    if multiprocessing.current_process().daemon:
+        workers = 1  # daemonic processes (e.g. a Celery prefork worker) may not start children
+    limits = {k: getattr(pipeline, k) for k in ("min_raw_chars", "min_article_chars", "max_article_chars")}
     stats = StageYield(len(reviews))
-    return map_records(STAGE, reviews, lambda r: fetch_article(r, web, pipeline), stats, log), stats
+    outcomes: list = []  # (article, reason) or a Future of it, in input order
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) if workers > 1 else None
+    try:
+        for start in range(0, len(reviews), batch):
+            chunk = reviews[start : start + batch]
+            # the next batch is fetched while the pool still extracts the previous one
+            for review, result in zip(chunk, web.fetch_many([r.review_url for r in chunk], content_types=HTML_TYPES, reuse=True)):
+                reason, html = _after_fetch(review, result)
+                job = (review, result.final_url, html, limits)
+                if reason:
+                    outcomes.append((None, reason))
+                else:
+                    outcomes.append(pool.submit(_extract_job, job) if pool else _extract_job(job))
+            in_flight = [o for o in outcomes[: max(0, len(outcomes) - 2 * batch)] if isinstance(o, Future)]
+            for future in in_flight:  # bound memory: at most two batches of pages wait in the pool
+                future.exception()
+            if log:
+                log.info(f"{STAGE}: {len(outcomes)}/{len(reviews)} fetched")
+        outcomes = [_resolved(o) for o in outcomes]
+    finally:
+        if pool:
+            pool.shutdown(cancel_futures=True)
+    return map_records(STAGE, outcomes, lambda outcome: outcome, stats), stats
+
+
+def fetch_metadata(entries: list[dict]) -> dict[str, float | int]:
+    """Numeric yield metadata from the web resource's fetch log (what this stage fetched)."""
+    out: dict[str, float | int] = {"fetches": len(entries)}
+    if not entries:
+        return {**out, "fetch_success_rate": 0.0}
+    ok = sum(1 for e in entries if e.get("error") is None and 200 <= (e.get("status") or 0) < 300)
+    out["fetch_success_rate"] = round(ok / len(entries), 3)
+    out["fetch_from_archive"] = sum(1 for e in entries if e.get("from_archive"))
+    out["fetch_retries"] = sum(max(0, int(e.get("attempts") or 0) - 1) for e in entries)
+    out["fetch_bytes"] = sum(int(e.get("bytes") or 0) for e in entries)
+    for e in entries:
+        if e.get("error"):
+            key = f"fetch_error/{e['error']}"
+            out[key] = int(out.get(key, 0)) + 1
+    return out
 
 
 @stage_asset(
@@ -210,8 +329,7 @@ def articles(
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
     reviews = load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad)
+    mark = len(web.fetch_log())
     kept, stats = scrape(reviews, web, pipeline, context.log)
-    log = web.fetch_log()
-    stats.extra["fetches"] = len(log)
-    stats.extra["fetch_success_rate"] = round(sum(1 for f in log if f.get("status") == 200) / len(log), 3) if log else 0.0
+    stats.extra.update(fetch_metadata(web.fetch_log(since=mark)))
     return finish_stage(context, store, STAGE, quarter, kept, Article, stats, bad)

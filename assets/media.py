@@ -4,6 +4,7 @@ and perceptual-hash near-duplicate grouping. Plain functions only (no Dagster)."
 import hashlib
 import io
 import json
+import math
 import os
 import subprocess
 import tempfile
@@ -57,7 +58,7 @@ def _ftyp_brands(data: bytes) -> list[bytes] | None:
     if len(data) < 12 or data[4:8] != b"ftyp":
         return None
     size = int.from_bytes(data[0:4], "big")
-    end = min(len(data), size if size >= 16 else 16)
+    end = min(len(data), max(size, 16))
     brands = [data[8:12]]
     brands += [data[i : i + 4] for i in range(16, end - 3, 4)]
     return brands
@@ -177,7 +178,7 @@ def probe_video(path: str) -> dict:
         width, height = height, width
     fps = float(meta.get("fps") or 0.0)
     duration = float(meta.get("duration") or 0.0)
-    if not duration or duration != duration or duration == float("inf"):
+    if not duration or math.isnan(duration) or math.isinf(duration):
         # Container lacks a duration (e.g. streamed WebM): decode once to measure it.
         try:
             nframes, duration = imageio_ffmpeg.count_frames_and_secs(path)

@@ -37,6 +37,7 @@ class PipelineResource(dg.ConfigurableResource):
     min_raw_chars: int = 2000
     min_article_chars: int = 1000
     max_article_chars: int = 40000
+    scrape_workers: int = 2  # processes for article extraction (trafilatura is CPU-bound)
     # stage 4
     max_appearances: int = 2
     require_appearance: bool = True
@@ -58,6 +59,17 @@ class PipelineResource(dg.ConfigurableResource):
     verifier_member: str = ""  # empty: the first ensemble member
     verifier_mode: str = "closed_book"
     knowledge_cutoff: str = ""  # a quarter label such as 2024Q4
+    verifier_strategy: str = "parallel"  # retrieval mode's question generation: parallel | dynamic | hybrid
+    verifier_questions: int = 5
+    verifier_parallel_questions: int = 2  # hybrid: asked at once before the dynamic follow-ups
+    verifier_fewshot: int = 3  # BM25-chosen training examples shown to the question generator
+    verifier_fewshot_path: str = ""  # AVeriTeC-format training JSON; empty: prompts/verifier_fewshot.json
+    verifier_tools: list[str] = ["text_search", "image_search", "reverse_image_search", "vqa"]
+    verifier_search_k: int = 5
+    verifier_allow_undated: bool = False  # the temporal guard excludes undated evidence unless this is set
+    knowledge_warc_paths: list[str] = []  # WARCs for the knowledge store; empty: the web resource's WARCs
+    contamination_check: bool = False  # evaluation: write-from-memory articles vs the real ones (METEOR+Hungarian)
+    contamination_threshold: float = 0.25
 
 
 def _resolve(value: str, base: Path) -> str:
@@ -74,7 +86,7 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
     raw = yaml.safe_load(cfg_path.read_text()) or {}
     if not isinstance(raw, dict):
         raise ValueError(f"{cfg_path}: the config must be a mapping")
-    unknown = set(raw) - {"data_dir", "sources", "web", "llm", "store", "stages"}
+    unknown = set(raw) - {"data_dir", "sources", "web", "llm", "store", "stages", "executor", "schedule", "pools"}
     if unknown:
         raise ValueError(f"{cfg_path}: unknown config keys {sorted(unknown)}")
     base = cfg_path.parent
@@ -86,9 +98,15 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
     llm.setdefault("cache_path", str(data_dir / "llm_cache.sqlite"))
     store = dict(raw.get("store") or {})
     store.setdefault("root", str(data_dir / "data"))
+    if store.get("kind") == "s3":  # live WARC records are mirrored to the bucket too
+        store.setdefault("warc_dir", web["archive_dir"])
     stages = dict(raw.get("stages") or {})
     stages["sources"] = [
         {**s, "kind": s.get("kind", "datafeed"), **({"path": _resolve(s["path"], base)} if s.get("path") else {})}
         for s in raw.get("sources") or []
     ]
-    return {"path": str(cfg_path), "data_dir": str(data_dir), "web": web, "llm": llm, "store": store, "stages": stages}
+    executor = dict(raw.get("executor") or {})  # {kind: in_process | multiprocess | celery, ...}: see executors.py
+    schedule = dict(raw.get("schedule") or {})  # {enabled: bool, ...}: see schedules.py
+    return {"path": str(cfg_path), "data_dir": str(data_dir), "web": web, "llm": llm, "store": store, "stages": stages,
+            "executor": executor, "schedule": schedule,
+            "pools": {str(k): int(v) for k, v in (raw.get("pools") or {}).items()}}  # pool -> concurrent steps

@@ -40,6 +40,7 @@ class Review(Record):
     rating_best: str = ""
     rating_worst: str = ""
     language: str = ""
+    language_detected: bool = False  # no source named the language: py3langid guessed it from the claim text
     claim_author: str = ""
     title: str = ""
     appearance_urls: list[str] = []
@@ -64,6 +65,8 @@ class Publisher(Record):
     ifcn_status: str = ""  # "active" / "expired" / ""
     efcsn_status: str = ""
     signatory_since: str = ""
+    ifcn_date: str = ""  # ISO date of the IFCN status (signed or renewed), from the signatory page
+    efcsn_date: str = ""
 
     @property
     def trusted(self) -> bool:
@@ -81,6 +84,7 @@ class ImageRef(Record):
     src: str
     alt: str = ""
     caption: str = ""
+    srcset: str = ""  # the page's srcset as written (src is its largest entry)
 
 
 class Article(Record):
@@ -151,6 +155,7 @@ class NormalizedClaim(Record):
     rating_text: str = ""
     media: list[Medium] = Field(default=[], max_length=4)
     dropped_media: list[str] = []  # "<medium_id>:<reason>"
+    injection_flags: list[str] = []  # instruction-like phrases found in the claim or its article (flagged, not obeyed)
 
 
 class Rating(Record):
@@ -241,6 +246,17 @@ class PredictedMedium(Record):
     contextualization: float | None = Field(default=None, ge=-1, le=1)
 
 
+class PredictedQA(Record):
+    """One verification question the verifier asked, the tool it chose, and the answer it found."""
+
+    question: str
+    tool: str = ""
+    query: str = ""
+    answer: str = ""
+    urls: list[str] = []
+    published: list[str] = []  # the publication date of each url's evidence (ISO), same order
+
+
 class Prediction(Record):
     """A verifier's output for one release claim (our baseline or any outside system)."""
 
@@ -255,3 +271,5 @@ class Prediction(Record):
     evidence: list[Evidence] = []
     error: str = ""
     created: datetime | None = None
+    qa: list[PredictedQA] = []  # the question-answer evidence of a retrieval verifier
+    rejected_evidence: int = 0  # search results the temporal guard withheld (dated after the claim, or undated)

@@ -16,6 +16,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from dagster_project.resources.web import FetchResult, WebResource, normalize_url
+from tests.loopback_web import PacketGuard
 
 MAX_BYTES = 4096
 READ_TIMEOUT_S = 0.3
@@ -23,7 +24,7 @@ READ_TIMEOUT_S = 0.3
 PAGE = (
     "<!doctype html><html><head><title>Claim page</title></head>"
     "<body><h1>Fact check</h1><p>Ünïcödé text — 100% checked.</p></body></html>"
-).encode("utf-8")
+).encode()
 LATIN1_PAGE = "<html><body><p>Café crème à la française</p></body></html>".encode("latin-1")
 META_LATIN1_PAGE = (
     '<html><head><meta charset="iso-8859-1"></head><body><p>Señor Müller</p></body></html>'
@@ -58,7 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _redirect(self, status, location):
         self._send(status, b"moved", {"Location": location, "Content-Type": "text/plain"})
 
-    def do_GET(self):  # noqa: N802 (http.server naming)
+    def do_GET(self):
         path = self.path
         port = self.server.server_address[1]
         html = {"Content-Type": "text/html; charset=utf-8"}
@@ -164,9 +165,13 @@ def live_run(tmp_path_factory):
         max_bytes=MAX_BYTES,
         read_timeout_s=READ_TIMEOUT_S,
         connect_timeout_s=2.0,
+        per_host_delay_s=0.0,
+        max_retries=0,
     )
     try:
-        results = {path: web.fetch(base + path) for path in PATHS}
+        with PacketGuard() as guard:
+            results = {path: web.fetch(base + path) for path in PATHS}
+        assert guard.violations == []
         log = web.fetch_log()
         warc_path = web.warc_path
     finally:
@@ -268,8 +273,10 @@ def test_fetch_log(live_run):
     log = live_run["log"]
     assert len(log) == len(PATHS)
     first = log[0]
-    assert set(first) == {"url", "final_url", "status", "bytes", "elapsed_s", "error", "mode"}
+    assert set(first) == {
+        "url", "final_url", "status", "bytes", "elapsed_s", "at", "error", "mode", "attempts", "from_archive"}
     assert first["status"] == 200 and first["bytes"] == len(PAGE) and first["mode"] == "live"
+    assert first["attempts"] == 1 and first["from_archive"] is False
     assert log[PATHS.index("/slow")]["error"] == "timeout"
 
 
@@ -303,6 +310,14 @@ def test_live_warc_contents(live_run):
 
 
 def test_blocked_without_allowlist_and_bad_scheme(tmp_path):
+    # the packet guard stands behind the resource's own check: nothing may leave loopback even if it broke
+    with PacketGuard() as guard:
+        _fetch_blocked(tmp_path)
+    assert guard.violations == []
+    assert len(list(tmp_path.glob("veritas-*.warc.gz"))) == 1
+
+
+def _fetch_blocked(tmp_path):
     web = WebResource(mode="live", archive_dir=str(tmp_path))
     try:
         # Port 9 (discard) is never contacted: the address check refuses before any connection.
@@ -316,7 +331,6 @@ def test_blocked_without_allowlist_and_bad_scheme(tmp_path):
         assert web.fetch("ftp://127.0.0.1/x").error == "bad_scheme"
     finally:
         web.close()
-    assert len(list(tmp_path.glob("veritas-*.warc.gz"))) == 1
 
 
 @pytest.fixture()

@@ -1,0 +1,158 @@
+"""Videos through yt-dlp with every request routed through the web resource.
+
+yt-dlp picks formats and extractors, but it never opens a socket itself: a request handler hands each of
+its requests to ``WebResource.fetch``, so videos get the same politeness, SSRF guard, caps and WARC archive as
+pages. Only plain HTTP(S) formats are allowed (no external downloaders, no ffmpeg network input).
+"""
+
+import functools
+import io
+import os
+import tempfile
+
+import imageio_ffmpeg
+from yt_dlp import YoutubeDL
+from yt_dlp.networking.common import RequestHandler, Response
+from yt_dlp.networking.exceptions import (
+    HTTPError,
+    RequestError,
+    TransportError,
+    UnsupportedRequest,
+)
+from yt_dlp.utils import YoutubeDLError, match_filter_func
+
+MAX_VIDEO_BYTES = 128 * 1024 * 1024
+MAX_VIDEO_SECONDS = 300
+# yt-dlp's headers go along (extractors need their API tokens), except these: our User-Agent stays honest,
+# and the web resource owns the encoding and the framing.
+_DROPPED_HEADERS = frozenset({"user-agent", "accept-encoding", "host", "content-length", "connection", "cookie"})
+
+
+class VideoError(Exception):
+    """A video was not downloaded; ``code`` is a short reason for the yields."""
+
+    def __init__(self, code: str, detail: str = ""):
+        super().__init__(f"{code}: {detail}" if detail else code)
+        self.code, self.detail = code, detail
+
+
+def _handler_class(web, max_bytes: int) -> type[RequestHandler]:
+    class VeritasWebRH(RequestHandler):
+        _SUPPORTED_URL_SCHEMES = ("http", "https")
+        _SUPPORTED_PROXY_SCHEMES = None  # proxies are ignored: the web resource never uses one
+        _SUPPORTED_FEATURES = None
+
+        def _check_extensions(self, extensions):
+            for key in ("cookiejar", "timeout", "legacy_ssl", "keep_header_casing", "impersonate"):
+                extensions.pop(key, None)
+
+        def _send(self, request):
+            if request.method not in ("GET", "HEAD", "POST"):
+                raise UnsupportedRequest(f"{request.method} is not allowed")
+            headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED_HEADERS}
+            method = "POST" if request.method == "POST" else "GET"  # a HEAD is answered from a (reused) GET
+            result = web.fetch(
+                request.url, headers or None, max_bytes=max_bytes, reuse=True, method=method, data=_body(request.data)
+            )
+            if result.status is None:
+                raise TransportError(msg=f"{result.error}: {result.error_detail}".strip(": "))
+            if result.error is not None:
+                raise TransportError(msg=f"{result.error} ({result.status})")
+            body = b"" if request.method == "HEAD" else result.content
+            out_headers = {
+                k: v for k, v in result.headers.items() if k not in ("content-encoding", "content-length", "transfer-encoding")
+            }
+            out_headers["content-length"] = str(len(result.content))  # the body is already decoded
+            response = Response(io.BytesIO(body), url=result.final_url, headers=out_headers, status=result.status)
+            if not 200 <= result.status < 300:
+                raise HTTPError(response)
+            return response
+
+    return VeritasWebRH
+
+
+def _body(data) -> bytes | None:
+    """yt-dlp request data (bytes, a file or an iterable of bytes) as bytes."""
+    if data is None or isinstance(data, bytes):
+        return data
+    if hasattr(data, "read"):
+        return data.read()
+    return b"".join(data)
+
+
+class _GuardedYDL(YoutubeDL):
+    """A YoutubeDL whose only request handler is the web resource."""
+
+    def __init__(self, params: dict, handler: type[RequestHandler]):
+        self._veritas_handler = handler
+        super().__init__(params)
+
+    @functools.cached_property
+    def _request_director(self):
+        return self.build_request_director([self._veritas_handler])
+
+
+class _QuietLogger:
+    def __init__(self):
+        self.errors: list[str] = []
+
+    def debug(self, msg):
+        pass
+
+    def info(self, msg):
+        pass
+
+    def warning(self, msg):
+        pass
+
+    def error(self, msg):
+        self.errors.append(msg)
+
+
+def download_video(
+    web, url: str, max_bytes: int = MAX_VIDEO_BYTES, max_seconds: float = MAX_VIDEO_SECONDS
+) -> tuple[bytes, dict]:
+    """(video bytes, info) for a page or file URL; VideoError with a reason otherwise."""
+    logger = _QuietLogger()
+    with tempfile.TemporaryDirectory(prefix="veritas-ytdlp-") as folder:
+        params = {
+            "outtmpl": os.path.join(folder, "video.%(ext)s"),
+            "paths": {"home": folder, "temp": folder},
+            # single-file HTTP formats only: no merging, no HLS/DASH through ffmpeg's own networking
+            "format": "best[protocol^=http][protocol!*=dash][vcodec!=none]/best[protocol^=http][protocol!*=dash]",
+            "noplaylist": True,
+            "max_filesize": max_bytes,
+            "match_filter": match_filter_func(f"duration <=? {int(max_seconds)} & !is_live"),
+            "retries": 0,  # the web resource retries
+            "fragment_retries": 0,
+            "extractor_retries": 0,
+            "cachedir": False,
+            "quiet": True,
+            "no_warnings": True,
+            "noprogress": True,
+            "logger": logger,
+            "ffmpeg_location": imageio_ffmpeg.get_ffmpeg_exe(),
+            "proxy": "",
+            "overwrites": True,
+            "updatetime": False,
+        }
+        try:
+            with _GuardedYDL(params, _handler_class(web, max_bytes)) as ydl:
+                info = ydl.extract_info(url, download=True)
+        except (YoutubeDLError, RequestError) as exc:
+            raise VideoError("ytdlp_failed", str(exc)[:300]) from exc
+        except Exception as exc:  # an extractor bug must cost one video, not the claim
+            raise VideoError("ytdlp_error", f"{type(exc).__name__}: {exc}"[:300]) from exc
+        if not info:
+            raise VideoError("ytdlp_no_video", "; ".join(logger.errors)[:300])
+        files = [os.path.join(folder, f) for f in os.listdir(folder) if f.startswith("video.") and not f.endswith(".part")]
+        if not files:
+            reason = "too_long" if (info.get("duration") or 0) > max_seconds else "ytdlp_no_file"
+            raise VideoError(reason, "; ".join(logger.errors)[:300])
+        path = max(files, key=os.path.getsize)
+        if os.path.getsize(path) > max_bytes:
+            raise VideoError("too_large", f"{os.path.getsize(path)} bytes")
+        with open(path, "rb") as fh:
+            data = fh.read()
+    keep = ("id", "title", "duration", "ext", "webpage_url", "extractor", "uploader", "description")
+    return data, {k: info.get(k) for k in keep if info.get(k) is not None}
