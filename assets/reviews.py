@@ -4,6 +4,7 @@ import re
 import unicodedata
 from collections import Counter
 from datetime import date, datetime, timezone
+from functools import lru_cache
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
@@ -25,7 +26,7 @@ MAX_TEXT = 5000
 
 def normalize_claim_text(text: str) -> str:
     """The claim text used in the review key: NFKC, case-folded, whitespace collapsed."""
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip().casefold()
+    return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()  # split() drops the same spaces as \s
 
 
 def review_key(url: str, claim_text: str) -> str:
@@ -33,6 +34,7 @@ def review_key(url: str, claim_text: str) -> str:
 
 
 _EPOCH = re.compile(r"\d{9,13}(\.\d+)?")
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 # two far-apart defaults: a string that leaves the day, month or year to the default parses differently
 _DEFAULTS = (datetime(2001, 2, 3), datetime(2004, 5, 6))
 
@@ -45,6 +47,17 @@ def parse_date(value: Any) -> date | None:
         return None
     if isinstance(value, bool):
         raise ValueError("boolean is not a date")
+    if isinstance(value, (str, int, float)):
+        return _parse_date_cached(value)  # a feed repeats few distinct date strings; dateutil is the slow part
+    return _parse_date(value)
+
+
+@lru_cache(maxsize=65536, typed=True)
+def _parse_date_cached(value: str | float) -> date | None:
+    return _parse_date(value)
+
+
+def _parse_date(value: Any) -> date | None:
     try:
         if isinstance(value, (int, float)):
             seconds = value / 1000 if value > 1e11 else value
@@ -54,6 +67,12 @@ def parse_date(value: Any) -> date | None:
         text = value.strip()
         if _EPOCH.fullmatch(text):
             return parse_date(float(text) if "." in text else int(text))
+        if _ISO_DAY.match(text):
+            try:  # the C parser takes most real ISO forms; dateutil below takes the rest
+                parsed = datetime.fromisoformat(text)
+                return (parsed.astimezone(timezone.utc) if parsed.tzinfo else parsed).date()
+            except ValueError:
+                pass
         if re.match(r"^\d{4}-\d{2}-\d{2}T", text):
             parsed = dateparser.isoparse(text)
         else:
@@ -68,6 +87,8 @@ def parse_date(value: Any) -> date | None:
 
 
 def _text(value: Any) -> str:
+    if type(value) is str:  # the usual case first: this runs ten times per record
+        return value.strip()
     if value is None:
         return ""
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
@@ -80,11 +101,40 @@ def _text(value: Any) -> str:
 
 
 def _language(value: Any) -> str:
-    """``inLanguage`` as a code, a name, or a Language object; the code is preferred."""
+    """``inLanguage`` as a code, a name, or a Language object; the code is preferred, a name becomes its code."""
     if isinstance(value, dict):
         code = _text(value.get("alternateName"))
-        return (code or _text(value.get("name"))).lower()
-    return _text(value).lower()
+        return language_code(code or _text(value.get("name")))
+    return language_code(_text(value))
+
+
+@lru_cache(maxsize=1)
+def _language_names() -> dict[str, str]:
+    """English language names -> ISO codes (babel's CLDR data), e.g. 'spanish' -> 'es'."""
+    from babel import Locale
+
+    names = {}
+    for code, name in Locale("en").languages.items():
+        if "_" not in code:
+            names.setdefault(name.casefold(), code)
+    return names
+
+
+@lru_cache(maxsize=4096)
+def language_code(value: str) -> str:
+    """A language as written in a feed ('en', 'pt-BR', 'Spanish') -> a lower-case code; unknown names kept."""
+    text = value.strip().lower()
+    if not text or re.fullmatch(r"[a-z]{2,3}([-_][a-z0-9]{2,8})*", text):
+        return text.replace("_", "-")
+    return _language_names().get(text.casefold(), text)
+
+
+@lru_cache(maxsize=65536)
+def detect_language(text: str) -> str:
+    """The language of a claim whose record names none (py3langid; texts repeat across sources, hence the cache)."""
+    import py3langid
+
+    return py3langid.classify(text)[0] if text.strip() else ""
 
 
 def _urls(value: Any) -> list[str]:
@@ -191,17 +241,18 @@ def iter_factcheck_api(claims: Any, origin: str) -> Iterator[tuple[dict | None, 
 _INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp"}  # control, format (zero-width, bidi) and space characters
 
 
-def _has_surrogates(value: Any) -> bool:
+def _has_surrogates(row: dict) -> bool:
     """Lone surrogates (legal in JSON escapes) cannot be written as UTF-8, so a row holding one breaks the table."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return True
-        return False
-    if isinstance(value, list):
-        return any(_has_surrogates(v) for v in value)
+    texts = [v for v in row.values() if isinstance(v, str)]
+    texts += [x for v in row.values() if isinstance(v, list) for x in v if isinstance(x, str)]
+    try:
+        "".join(texts).encode("utf-8")  # one encode per row: a lone surrogate fails wherever it sits
+    except UnicodeEncodeError:
+        return True
     return False
+
+
+_SPACE = re.compile(r"\s")  # the same characters as str.isspace, found in C
 
 
 def _url_problem(url: Any) -> tuple[str, str]:
@@ -216,7 +267,7 @@ def _url_problem(url: Any) -> tuple[str, str]:
         return "", "malformed_review_url"
     if parts.scheme.lower() not in ("http", "https"):
         return "", "non_http_review_url"
-    if not parts.hostname or any(c.isspace() for c in url):
+    if not parts.hostname or _SPACE.search(url):
         return "", "malformed_review_url"
     return parts.scheme.lower() + url[len(parts.scheme):], ""
 
@@ -252,7 +303,7 @@ def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
         return None, "missing_claim_text"
     if len(text) > MAX_TEXT:
         return None, "claim_text_too_long"
-    if any(_has_surrogates(v) for v in row.values()):
+    if _has_surrogates(row):
         return None, "invalid_unicode"
     if not dates_ok:
         return None, "unparseable_date"
@@ -280,6 +331,13 @@ def merge_rows(rows: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
+def fill_language(row: dict) -> None:
+    """A merged review that no source gave a language gets the detected language of its claim, flagged as such."""
+    if not row.get("language"):
+        row["language"] = detect_language(row["claim_text"])
+        row["language_detected"] = True
+
+
 def _raw_quarter(raw: Any) -> str:
     """The quarter of a record the iterators could not turn into a row, from any date it carries ("" if none)."""
     if not isinstance(raw, dict):
@@ -296,49 +354,58 @@ def _raw_quarter(raw: Any) -> str:
     return ""
 
 
-def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[list[Review], list[QuarantineRecord], StageYield]:
-    """All sources for one quarter: (kind, origin, payload) -> clean merged rows, quarantine, yield.
+def clean_sources(
+    sources: list[tuple[str, str, Any]], quarter: str | None, stats: StageYield, bad: list[QuarantineRecord]
+) -> Iterator[dict]:
+    """The cleaned rows of every source, unmerged; rejected records of the quarter are counted and quarantined.
 
     Kinds: datafeed (parsed JSON, or a local path that is streamed), factcheck_api, page_markup and rows
-    (cached triples); ``assets.sources.load_sources`` builds these from the config.
-
-    Rows are merged across all sources before the quarter is chosen, so that a review's partition follows its
-    merged dates. Records with no usable date are quarantined in every partition (they belong to none)."""
+    (cached triples); ``assets.sources.load_sources`` builds these from the config."""
     from assets import sources as more  # assets.sources imports this module, so its readers load here
 
     iterators = {"datafeed": more.iter_datafeed_any, "factcheck_api": iter_factcheck_api,
                  "page_markup": more.iter_page_markup, "rows": more.iter_triples}
-    rows, bad = [], []
-    stats = StageYield()
     label = quarter or "all"
-
-    def mine(row_quarter: str) -> bool:
-        return quarter is None or not row_quarter or row_quarter == quarter
-
     for kind, origin, payload in sources:
         if kind not in iterators:
             raise ValueError(f"unknown source kind {kind!r} (expected one of {sorted(iterators)})")
         for row, reason, raw in iterators[kind](payload, origin):
-            row_quarter = _raw_quarter(raw)
             if row is not None:
                 cleaned, reason = clean_row(row, None)
-                row_quarter = row.get("quarter") or row_quarter
                 if cleaned is not None:
-                    rows.append(cleaned)
+                    yield cleaned
                     continue
-            if not mine(row_quarter):
+            row_quarter = (row.get("quarter") if row is not None else "") or _raw_quarter(raw)
+            if not _mine(quarter, row_quarter):
                 continue
             stats.rows_in += 1
             if reason == "claim_date_after_review_date":
                 stats.drop(reason)
             else:
                 bad.append(quarantine(STAGE, label, reason, raw, source=origin))
+
+
+def _mine(quarter: str | None, row_quarter: str) -> bool:
+    """Whether a row counts in this partition: undated rejects count in every one."""
+    return quarter is None or not row_quarter or row_quarter == quarter
+
+
+def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[list[Review], list[QuarantineRecord], StageYield]:
+    """All sources for one quarter: (kind, origin, payload) -> clean merged rows, quarantine, yield.
+
+    Rows are merged across all sources before the quarter is chosen, so that a review's partition follows its
+    merged dates. Records with no usable date are quarantined in every partition (they belong to none).
+    ``assets.reviews_columnar.ingest_columnar`` gives the same result as a polars frame, at scale."""
+    bad: list[QuarantineRecord] = []
+    stats = StageYield()
+    label = quarter or "all"
+    rows = list(clean_sources(sources, quarter, stats, bad))
     copies = Counter(r["review_id"] for r in rows)
     kept = []
     for row in merge_rows(rows):
         anchor = row["claim_date"] or row["review_date"]
         row["quarter"] = quarter_of(anchor)  # the merged dates decide, not the first source's
-        if not mine(row["quarter"]):
+        if not _mine(quarter, row["quarter"]):
             continue
         n = copies[row["review_id"]]
         stats.rows_in += n
@@ -346,6 +413,7 @@ def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[li
             stats.drop("claim_date_after_review_date", n)  # dates from different sources can clash after merging
             continue
         stats.drop("duplicate", n - 1)
+        fill_language(row)
         kept.append(row)
     if "duplicate" not in stats.drops:
         stats.drop("duplicate", 0)
@@ -365,11 +433,40 @@ def reviews(
         raise dg.Failure("no ClaimReview sources configured (config file: sources:)")
     from assets.sources import load_sources
 
+    from assets.reviews_columnar import ingest_columnar
+
     payloads, source_status = load_sources(pipeline.sources, web, store.base / "sources")
-    records, bad, stats = ingest(payloads, quarter)
+    frame, bad, stats = ingest_columnar(payloads, quarter)  # the whole feed is read for every quarter: frames, not objects
+    records, invalid = validate_rows(frame.iter_rows(named=True), Review, STAGE, quarter)
     stats.extra["sources"] = dg.MetadataValue.json(source_status)  # new / changed / unchanged per feed URL
-    languages: dict[str, int] = {}
-    for r in records:
-        languages[r.language or "unknown"] = languages.get(r.language or "unknown", 0) + 1
-    stats.extra["languages"] = dg.MetadataValue.json(languages)
-    return finish_stage(context, store, STAGE, quarter, records, Review, stats, bad)
+    stats.extra.update(mix_metadata(records, lambda r: _site_of(r.review_url)))
+    return finish_stage(context, store, STAGE, quarter, records, Review, stats, bad + invalid)
+
+
+TOP_PUBLISHERS = 10
+TOP_LANGUAGES = 20
+
+
+def _site_of(url: str) -> str:
+    from assets.trusted_reviews import host_of, registered_domain
+
+    host = host_of(url)
+    return registered_domain(host) if host else ""
+
+
+def mix_metadata(records: list, publisher_of) -> dict:
+    """The quarter's top publishers and language mix as numeric metadata (``publisher/<key>``, ``language/<code>``,
+    the rest summed as ``.../other``), plus the full language counts as JSON."""
+    out: dict = {}
+    publishers = Counter(publisher_of(r) or "unknown" for r in records)
+    languages = Counter(r.language or "unknown" for r in records)
+    for prefix, counts, top in (("publisher", publishers, TOP_PUBLISHERS), ("language", languages, TOP_LANGUAGES)):
+        shown = counts.most_common(top)
+        for key, n in shown:
+            out[f"{prefix}/{key}"] = n
+        rest = sum(counts.values()) - sum(n for _, n in shown)
+        if rest:
+            out[f"{prefix}/other"] = rest
+    out["languages_detected"] = sum(1 for r in records if r.language_detected)
+    out["languages"] = dg.MetadataValue.json(dict(languages.most_common()))
+    return out

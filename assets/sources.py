@@ -9,6 +9,7 @@ import email.utils
 import hashlib
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -59,6 +60,29 @@ def _watch(events: Iterable[tuple[str, str, Any]], shape: _FeedShape) -> Iterato
         yield prefix, event, value
 
 
+def _plain_feed(source: BinaryIO, shape: _FeedShape) -> bool:
+    """Whether the feed is an object whose first ``dataFeedElement`` is an array, read from its head only.
+
+    The stream is rewound afterwards; a stream that cannot seek, or any other shape, takes the watched path."""
+    if not (hasattr(source, "seekable") and source.seekable()):
+        return False
+    start = source.tell()
+    plain = False
+    try:
+        for i, (prefix, event, _) in enumerate(ijson.parse(source)):
+            if i == 0 and event != "start_map":
+                break
+            if prefix == _ELEMENTS:
+                plain = event == "start_array"
+                break
+    except ijson.JSONError:
+        plain = False
+    source.seek(start)
+    if plain:
+        shape.top, shape.element_list = "start_map", True
+    return plain
+
+
 def _json_error_reason(err: Exception) -> str:
     """yajl and the Python backend both call a cut-off document 'incomplete'; anything else is bad JSON."""
     text = str(err).lower()
@@ -75,7 +99,10 @@ def stream_datafeed(source: str | os.PathLike | BinaryIO, origin: str) -> Iterat
             yield from stream_datafeed(fh, origin)
         return
     shape = _FeedShape()
-    elements = ijson.items(_watch(ijson.parse(source, use_float=True), shape), f"{_ELEMENTS}.item")
+    if _plain_feed(source, shape):  # the usual shape: ijson's C backend builds the elements without Python events
+        elements = ijson.items(source, f"{_ELEMENTS}.item", use_float=True)
+    else:
+        elements = ijson.items(_watch(ijson.parse(source, use_float=True), shape), f"{_ELEMENTS}.item")
     try:
         for element in elements:
             i = shape.elements_seen
@@ -115,6 +142,8 @@ class FeedCopy:
     etag: str
     content_length: int
     rows_cache: Path  # triples parsed from this very body, JSON lines; first line names the body's sha256
+    method: str = "full"  # "range": only the head and the new tail came over the wire
+    bytes_fetched: int = 0
 
 
 def _url_stem(url: str) -> str:
@@ -136,27 +165,79 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+RANGE_OVERLAP = 16 * 1024  # bytes of the old copy that the new tail must repeat, proof that the feed only grew
+_HEAD_SLACK = 4096  # the head may grow a little (dateModified written with more digits)
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+
+
+def _feed_frame(body: bytes) -> tuple[int, int] | None:
+    """(end of the head: just after the '[' of dataFeedElement, end of the last element) of a feed body."""
+    key = body.find(b'"dataFeedElement"')
+    head_end = body.find(b"[", key) + 1 if key >= 0 else 0
+    close = body.rstrip().rstrip(b"}").rstrip().rfind(b"]") if head_end else -1
+    last = len(body[:close].rstrip()) if close > 0 else -1  # appended elements follow it after a comma
+    return (head_end, last) if 0 < head_end <= last else None
+
+
+def _range_body(web: WebResource, url: str, old: bytes) -> tuple[str, bytes, dict, int] | None:
+    """(method, body, headers, bytes fetched): the new feed body rebuilt from a fresh head, the old middle and the
+    new tail (two Range requests); or the whole body when the server answered the first Range with all of it; or
+    None when the feed did not just grow at its end (then it is fetched whole)."""
+    frame = _feed_frame(old)
+    if frame is None or frame[1] <= RANGE_OVERLAP:
+        return None
+    head_end, close = frame
+    head = web.fetch(url, headers={"Range": f"bytes=0-{head_end + _HEAD_SLACK - 1}"})
+    if head.ok and head.status == 200:
+        return "full", head.content, head.headers, len(head.content)  # Range ignored: this is the whole feed
+    if not head.ok or head.status != 206:
+        return None
+    new_head_frame = _feed_frame(head.content + b"]}")
+    if new_head_frame is None:
+        return None
+    new_head = head.content[: new_head_frame[0]]
+    shift = len(new_head) - head_end  # where the old bytes sit in the new file
+    start = close - RANGE_OVERLAP
+    tail = web.fetch(url, headers={"Range": f"bytes={start + shift}-"})
+    match = _CONTENT_RANGE.fullmatch(tail.headers.get("content-range", "").strip())
+    if not tail.ok or tail.status != 206 or not match or int(match.group(1)) != start + shift:
+        return None
+    if tail.content[: close - start] != old[start:close]:
+        return None  # rewritten, not appended to
+    body = new_head + old[head_end:start] + tail.content
+    if match.group(3) != "*" and len(body) != int(match.group(3)):
+        return None
+    return "range", body, tail.headers, len(head.content) + len(tail.content)
+
+
 def fetch_feed_incremental(web: WebResource, url: str, state_dir: str | os.PathLike) -> FeedCopy:
     """Fetch a feed URL and compare it with the last fetched copy kept under ``state_dir``.
 
-    WebResource.fetch cannot send Range or conditional headers, so the whole body comes every time; what is
-    saved is the parse. The feed is "unchanged" when its ETag (if both copies have one) and its sha256 match."""
+    When a copy exists, only the head (it carries dateModified) and the part from just before the old end are
+    requested with HTTP Range, and the new body is the new head + the old middle + the new tail; the tail must
+    repeat the old copy's last bytes, so a feed that was rewritten rather than extended is fetched whole, as is one
+    from a server that ignores Range. The feed is "unchanged" when its sha256 (and ETag, if both have one) match."""
     state_dir = Path(state_dir)
     state_file = state_dir / "feeds.json"
-    result = web.fetch(url)
-    if not result.ok:
-        raise RuntimeError(f"could not fetch source {url}: {result.error or result.status}")
-    body = result.content
-    sha = hashlib.sha256(body).hexdigest()
-    etag = result.headers.get("etag", "")
-    declared = result.headers.get("content-length", "")
-    length = int(declared) if declared.isdigit() else len(body)
     stem = _url_stem(url)
     copy_path, cache_path = state_dir / f"{stem}.json", state_dir / f"{stem}.rows.jsonl"
     state = _read_state(state_file)
     previous = state.get(url) if isinstance(state.get(url), dict) else None
+    ranged = None
+    if previous and copy_path.exists():
+        ranged = _range_body(web, url, copy_path.read_bytes())
+    if ranged is not None:
+        method, body, headers, fetched = ranged
+    else:
+        result = web.fetch(url)
+        if not result.ok:
+            raise RuntimeError(f"could not fetch source {url}: {result.error or result.status}")
+        body, headers, fetched, method = result.content, result.headers, len(result.content), "full"
+    sha = hashlib.sha256(body).hexdigest()
+    etag = headers.get("etag", "")
+    length = len(body)
     same_etag = not (previous and previous.get("etag") and etag) or previous.get("etag") == etag
-    if previous and previous.get("sha256") == sha and same_etag and copy_path.exists():
+    if previous and previous.get("sha256") == sha and (same_etag or method == "range") and copy_path.exists():
         status = "unchanged"
     else:
         status = "changed" if previous else "new"
@@ -168,9 +249,11 @@ def fetch_feed_incremental(web: WebResource, url: str, state_dir: str | os.PathL
         "copy": copy_path.name,
         "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "status": status,
+        "method": method,
+        "bytes_fetched": fetched,
     }
     _write_atomic(state_file, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
-    return FeedCopy(url, copy_path, status, sha, etag, length, cache_path)
+    return FeedCopy(url, copy_path, status, sha, etag, length, cache_path, method, fetched)
 
 
 def _cached_triples(cache: Path, sha: str) -> Iterator[Triple] | None:

@@ -24,6 +24,7 @@ from assets.reviews import (
     parse_date,
     review_key,
 )
+from tests.ingest_shapes import feed, ifcn_api_claims, ifcn_claim_text, ifcn_feed_items
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -156,58 +157,15 @@ def test_gfc_claim_date_drop_counts_in_its_own_quarter_only(gfc):
 # --- IFCN rows as a DataFeed and as the API shape ---------------------------------------------------------------
 
 
-def _ifcn_claim_text(row: dict) -> str:
-    # the CSV's claim column is a cluster file name; the explanation makes the text specific
-    cluster = row["claim"].removesuffix(".csv").replace("-", " ")
-    return f"{cluster}: {row['explanation']}"
-
-
-def _ifcn_feed(rows: list[dict]) -> dict:
-    items = []
-    for row in rows:
-        item = {
-            "@type": "ClaimReview",
-            "url": row["fact_check_url"],
-            "claimReviewed": _ifcn_claim_text(row),
-            "datePublished": row["date"],
-            "author": {"@type": "Organization", "name": row["organization"]},
-            "reviewRating": {"@type": "Rating", "alternateName": row["final_rating"]},
-            "itemReviewed": {"@type": "Claim", "author": {"name": row["source"]}},
-        }
-        if row["source_url"].startswith(("http://", "https://")):
-            item["itemReviewed"]["appearance"] = [{"url": row["source_url"]}]
-        items.append(item)
-    return {"@type": "DataFeed", "dataFeedElement": [{"@type": "DataFeedItem", "item": [it]} for it in items]}
-
-
-def _ifcn_api(rows: list[dict]) -> list[dict]:
-    return [
-        {
-            "text": _ifcn_claim_text(row),
-            "claimant": row["source"],
-            "claimReview": [
-                {
-                    "publisher": {"name": row["organization"]},
-                    "url": row["fact_check_url"],
-                    "reviewDate": row["date"] + "T00:00:00Z",
-                    "textualRating": row["final_rating"],
-                    "languageCode": row["fact_check_lang"],
-                }
-            ],
-        }
-        for row in rows
-    ]
-
-
 def test_ifcn_feed_and_api_merge(ifcn_rows):
     assert len(ifcn_rows) == 79
-    distinct = {(r["fact_check_url"], _ifcn_claim_text(r)) for r in ifcn_rows}
+    distinct = {(r["fact_check_url"], ifcn_claim_text(r)) for r in ifcn_rows}
     assert len(distinct) == 79  # the Estadão URL appears twice, with two different claims (tea, vitamin C)
     assert len({r["fact_check_url"] for r in ifcn_rows}) == 78
     api_rows = copy.deepcopy(ifcn_rows[:30])
     disagreeing = api_rows[0]["fact_check_url"]  # Maldita.es, 'misleading' in the CSV
     api_rows[0]["final_rating"] = "API says: false"
-    sources = [("datafeed", "ifcn_feed.json", _ifcn_feed(ifcn_rows)), ("factcheck_api", "ifcn_api.json", _ifcn_api(api_rows))]
+    sources = [("datafeed", "ifcn_feed.json", feed(ifcn_feed_items(ifcn_rows))), ("factcheck_api", "ifcn_api.json", ifcn_api_claims(api_rows))]
     good, bad, stats = ingest(sources, None)
     assert stats.rows_in == 79 + 30
     assert len(good) == 79
@@ -219,7 +177,8 @@ def test_ifcn_feed_and_api_merge(ifcn_rows):
     merged = by_url[disagreeing][0]
     assert merged.rating_text == "misleading"  # the feed wins over the API
     assert merged.sources == ["feed:ifcn_feed.json#0.0", "api:ifcn_api.json#0.0"]
-    assert merged.language == "spanish"  # missing in the feed, filled from the API
+    assert merged.language == "es"  # missing in the feed, filled from the API ("Spanish" becomes its code)
+    assert not merged.language_detected
     assert merged.appearance_urls == ["https://twitter.com/eldiariodedross/status/1231936799406206977?s=08"]
     assert sum(len(r.sources) == 2 for r in good) == 30
     assert sum(len(r.sources) == 1 and r.sources[0].startswith("feed:") for r in good) == 49
@@ -446,7 +405,7 @@ def test_malformed_feed_is_quarantined_with_stable_reasons():
     assert by_url["https://fullfact.org/online/case-107/"].review_date == date(2020, 5, 1)
     assert by_url["https://fullfact.org/online/case-108/"].claim_text.startswith("\u202e")
     assert "https://fullfact.org/online/upper/" in by_url  # scheme lower-cased, rest kept
-    assert by_url["https://fullfact.org/online/case-110/"].language == "english"
+    assert by_url["https://fullfact.org/online/case-110/"].language == "en"  # the Language object's name, as a code
     assert by_url["https://fullfact.org/online/case-111/"].review_date == date(2020, 5, 1)
     assert by_url["https://misbar.com/e"].claim_text == "API good one"
 

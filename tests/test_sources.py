@@ -252,10 +252,11 @@ def gfc():
 class _FakeClaimsSearch:
     """Pages like the real API: pageSize claims per page, an opaque nextPageToken, one 429 to start with."""
 
-    def __init__(self, claims: list[dict], key: str = "test-key-123", throttle_first: int = 1):
+    def __init__(self, claims: list[dict], key: str = "test-key-123", throttle_first: int = 1, today: date | None = None):
         self.claims = claims
         self.key = key
         self.throttle = throttle_first
+        self.today = today  # when set, maxAgeDays filters as the API does: by the newer of claim and review date
 
     def __call__(self, path, query):
         if path != "/v1alpha1/claims:search":
@@ -268,12 +269,34 @@ class _FakeClaimsSearch:
         site = query.get("reviewPublisherSiteFilter", [""])[0]
         claims = [c for c in self.claims if not site or any(
             r.get("publisher", {}).get("site") == site for r in c["claimReview"])]
+        if self.today is not None and "maxAgeDays" in query:
+            age = int(query["maxAgeDays"][0])
+            claims = [c for c in claims if (self.today - _newest(c)).days <= age]
         size = int(query.get("pageSize", ["10"])[0])
         start = int(query.get("pageToken", ["0"])[0].removeprefix("tok"))
         answer = {"claims": claims[start:start + size]}
         if start + size < len(claims):
             answer["nextPageToken"] = f"tok{start + size}"
         return 200, {"Content-Type": "application/json"}, json.dumps(answer).encode("utf-8")
+
+
+def _newest(claim: dict) -> date:
+    days = [claim.get("claimDate")] + [r.get("reviewDate") for r in claim["claimReview"]]
+    return max(date.fromisoformat(d[:10]) for d in days if d)
+
+
+def test_claims_search_age_and_site_filters(gfc):
+    fake = _FakeClaimsSearch(gfc, throttle_first=0, today=date(2025, 5, 31))
+    with _Server(fake) as srv:
+        with FactCheckToolsClient("test-key-123", base_url=srv.base + "/v1alpha1/claims:search") as client:
+            counts = {age: len(client.search(query="x", max_age_days=age, page_size=10)) for age in (30, 60, 120, 365)}
+            misbar = len(client.search(site="misbar.com", max_age_days=60, page_size=5))
+            everything = len(client.search(query="x", page_size=25))
+    # counted from the excerpt: the newest of claimDate/reviewDate within the age, seen on 2025-05-31
+    assert counts == {30: 0, 60: 18, 120: 42, 365: 58}
+    assert (misbar, everything) == (13, 60)
+    ages = [q.get("maxAgeDays", [None])[0] for _, q in srv.requests]
+    assert ages.count("60") == 2 + 3  # 18 claims in pages of 10, then 13 in pages of 5
 
 
 def test_claims_search_pages_retries_and_filters(gfc):

@@ -1,0 +1,136 @@
+"""Issue 3: a DataFeed of malformed records (more than 50 kinds) interleaved with real ones.
+
+Every malformed record is quarantined with its own reason, in feed order; nothing raises; the real records around
+them come out exactly as they do from a feed that holds only them. Checked for the in-memory feed, the same feed
+streamed from disk, and the columnar path (assets/reviews_columnar.py)."""
+
+import copy
+import csv
+import json
+from collections import Counter
+
+import pytest
+
+from assets.reviews import ingest
+from assets.reviews_columnar import ingest_columnar
+from schemas.frames import to_frame
+from schemas.records import Review
+from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
+from tests.test_reviews import _SURROGATE, BAD_ITEMS, ELEMENTS_BAD, _item
+
+# kinds beyond tests/test_reviews.py's list: (element, reason)
+MORE_BAD = [
+    ({"item": {}}, "missing_review_url"),  # an empty ClaimReview
+    ({"item": [{}]}, "missing_review_url"),
+    ({"item": [_item(201, url="http:")]}, "malformed_review_url"),  # a scheme and nothing else
+    ({"item": [_item(202, url="https://fullfact.org/a\nb")]}, "malformed_review_url"),  # a line break inside
+    ({"item": [_item(203, url="//fullfact.org/online/x")]}, "non_http_review_url"),  # scheme-relative
+    ({"item": [_item(204, url="  https://fullfact.org/a b  ")]}, "malformed_review_url"),
+    ({"item": [_item(205, datePublished="0000-00-00")]}, "unparseable_date"),
+    ({"item": [_item(206, datePublished="2020-05-01T00:00:00+25:00")]}, "unparseable_date"),  # an impossible offset
+    ({"item": [_item(207, datePublished="31/31/2020")]}, "unparseable_date"),
+    ({"item": [_item(208, claimReviewed="z" * 10_000_000)]}, "claim_text_too_long"),  # 10 MB
+    ({"item": [_item(209, claimReviewed=None, url=None)]}, "missing_review_url"),  # two faults: the first is named
+    ({"item": [_item(210, itemReviewed={"datePublished": {"nested": [1, 2]}})]}, "unparseable_date"),
+]
+SURROGATE_KINDS = {29, 30}  # JSON-escaped lone surrogates: yajl reads them from a file as '?', so only in memory
+
+
+def _kinds(with_surrogates: bool) -> list[tuple[object, str]]:
+    """(element, reason) for every malformed kind."""
+    kinds = [({"@type": "DataFeedItem", "item": [item]}, reason) for item, reason in BAD_ITEMS
+             if with_surrogates or not (isinstance(item, dict) and _case(item) in SURROGATE_KINDS)]
+    return kinds + list(ELEMENTS_BAD) + MORE_BAD
+
+
+def _case(item: dict) -> int | None:
+    url = item.get("url")
+    if isinstance(url, str) and "/case-" in url:
+        return int(url.rsplit("case-", 1)[1].strip("/"))
+    return None
+
+
+@pytest.fixture(scope="module")
+def real_items() -> list[dict]:
+    claims = json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text(encoding="utf-8"))
+    with open(FIXTURES / "ifcn_excerpt.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return gfc_feed_items(claims) + ifcn_feed_items(rows)  # 74 + 79 real ClaimReviews
+
+
+def _interleaved(kinds, real_items) -> tuple[dict, dict[int, int]]:
+    """Bad and real elements alternating; returns the feed and {element index: index among the real items}."""
+    elements, where = [], {}
+    reals = iter(real_items)
+    for element, _ in kinds:
+        elements.append(copy.deepcopy(element))
+        real = next(reals, None)
+        if real is not None:
+            where[len(elements)] = len(where)
+            elements.append({"@type": "DataFeedItem", "item": [real]})
+    for real in reals:
+        where[len(elements)] = len(where)
+        elements.append({"@type": "DataFeedItem", "item": [real]})
+    return {"@type": "DataFeed", "dataFeedElement": elements}, where
+
+
+def _strip_sources(records: list[Review]) -> list[dict]:
+    return [r.model_dump(exclude={"sources"}) for r in records]
+
+
+def _check(kinds, real_items, result, alone, where, origin):
+    good, bad, stats = result
+    expected_reasons = [reason for _, reason in kinds]
+    late = expected_reasons.count("claim_date_after_review_date")  # dropped and counted, not quarantined
+    assert [q.reason for q in bad] == [r for r in expected_reasons if r != "claim_date_after_review_date"]
+    assert all(q.stage == "reviews" and q.record and q.source == origin for q in bad)
+    alone_good, alone_bad, alone_stats = alone
+    assert alone_bad == []
+    # the real records come through unchanged: the same rows as from a feed of only them, in the same order
+    assert _strip_sources(good) == _strip_sources(alone_good)
+    element_of = {v: k for k, v in where.items()}
+    for merged, single in zip(good, alone_good):
+        originals = [int(s.split("#")[1].split(".")[0]) for s in single.sources]
+        assert merged.sources == [f"feed:{origin}#{element_of[i]}.0" for i in originals]
+    assert stats.rows_in == alone_stats.rows_in + len(kinds)
+    assert dict(stats.drops) == {**dict(alone_stats.drops),
+                                 "claim_date_after_review_date": alone_stats.drops["claim_date_after_review_date"] + late}
+
+
+def test_malformed_kinds_in_memory(real_items):
+    kinds = _kinds(with_surrogates=True)
+    assert len(kinds) == len(BAD_ITEMS) + len(ELEMENTS_BAD) + len(MORE_BAD) == 70
+    payload, where = _interleaved(kinds, real_items)
+    result = ingest([("datafeed", "mixed.json", payload)], None)
+    alone = ingest([("datafeed", "real.json", {"dataFeedElement": [{"item": [it]} for it in real_items]})], None)
+    _check(kinds, real_items, result, alone, where, "mixed.json")
+    good, bad, stats = result
+    # the real records: 74 API reviews of 48 distinct keys (one claim date after its review), 79 IFCN rows
+    assert len(good) == 48 + 79 and Counter(q.reason for q in bad)["not_an_object"] == 7
+    assert max(len(q.record) for q in bad) == 20000  # the 10 MB claim is kept, truncated
+    columnar, cbad, cstats = ingest_columnar([("datafeed", "mixed.json", payload)], None)
+    assert columnar.equals(to_frame(good, Review)) and cbad == bad
+    assert (cstats.rows_in, dict(cstats.drops)) == (stats.rows_in, dict(stats.drops))
+
+
+def test_malformed_kinds_streamed_from_disk(real_items, tmp_path):
+    kinds = _kinds(with_surrogates=False)
+    assert len(kinds) == 68
+    payload, where = _interleaved(kinds, real_items)
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    alone_path = tmp_path / "real.json"
+    alone_path.write_text(json.dumps({"dataFeedElement": [{"item": [it]} for it in real_items]}), encoding="utf-8")
+    result = ingest([("datafeed", "mixed.json", str(path))], None)
+    alone = ingest([("datafeed", "real.json", str(alone_path))], None)
+    _check(kinds, real_items, result, alone, where, "mixed.json")
+    columnar, cbad, cstats = ingest_columnar([("datafeed", "mixed.json", str(path))], None, batch=7)
+    assert columnar.equals(to_frame(result[0], Review)) and cbad == result[1]
+    assert (cstats.rows_in, dict(cstats.drops)) == (result[2].rows_in, dict(result[2].drops))
+
+
+def test_surrogates_survive_a_file_as_replacement_marks(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"dataFeedElement": [{"item": [_item(29, claimReviewed=_SURROGATE)]}]}), encoding="utf-8")
+    good, bad, _ = ingest([("datafeed", "s.json", str(path))], None)
+    assert bad == [] and good[0].claim_text == "claim ? text"
