@@ -1,5 +1,9 @@
 """How the LLM stages ask a question: render a prompt, attach media for vision models, validate the answer."""
 
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import polars as pl
 from pydantic import BaseModel
 
 from assets.media import MediaStore
@@ -7,6 +11,26 @@ from dagster_project.resources.llm import LLMAnswer, LLMResource, image_part
 from prompts import render, template_hash
 from schemas.answers import json_schema
 from schemas.records import Medium
+
+# Phrases that address the model instead of the reader; articles quoting them are flagged, never obeyed.
+_INJECTION = re.compile(
+    r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?"
+    r"(?:your|previous|prior|above|earlier|the\s+(?:above|previous|prior|system))"
+    r"(?:\s+\w+)?\s+(?:instructions|rules|prompts?|guidelines|directives)"
+    r"|\b(?:rate|score|label|mark|classify)\s+(?:this|it|the\s+claim|this\s+claim)\s+(?:as\s+)?"
+    r"(?:true|false|intact|compromised|positive|negative|accurate|correct)\b"
+    r"|\byou\s+are\s+now\s+(?:a|an|the)\b|\bnew\s+instructions\s*:|\bsystem\s+prompt\b|<\|im_start\|>"
+    r"|ignoriere\s+(?:alle\s+)?(?:deine|die|vorherigen)\s+(?:\w+\s+)?anweisungen"
+    r"|ignore[sz]?\s+(?:toutes\s+)?(?:tes|vos|les)\s+(?:\w+\s+)?instructions"
+    r"|ignora\s+(?:todas\s+)?(?:tus|las)\s+(?:\w+\s+)?instrucciones",
+    re.IGNORECASE,
+)
+
+
+def injection_flags(*texts: str) -> list[str]:
+    """The instruction-like phrases found in untrusted text (claims, articles), lower-cased and de-duplicated."""
+    found = {" ".join(m.group(0).lower().split()) for text in texts if text for m in _INJECTION.finditer(text)}
+    return sorted(found)
 
 
 def media_context(media: list[Medium]) -> list[dict]:
@@ -55,3 +79,44 @@ def ask(
         media_hashes=[m.medium_id for m in media],
         stage=stage,
     )
+
+
+def prefetch(items: list, fn, workers: int):
+    """``fn`` over ``items`` on ``workers`` threads, ahead of the stage's sequential loop; returns a lookup that
+    gives each item's result (or raises its exception) in that loop. With one worker, ``fn`` itself."""
+    if workers <= 1 or len(items) <= 1:
+        return fn
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-stage") as pool:
+        futures = {id(item): pool.submit(fn, item) for item in items}
+        for future in futures.values():
+            future.exception()  # wait for all; errors surface per item below
+    return lambda item: futures[id(item)].result()
+
+
+RAW_OUTPUT_COLUMNS = ("member", "model", "template_id", "cache_key", "cache_hit", "attempts", "error", "raw", "reasoning",
+                      "attempts_json")
+
+
+def raw_outputs_frame(llm: LLMResource, stage: str, run_id: str) -> pl.DataFrame:
+    """Every call one stage made in one run, with the raw answer(s) and reasoning, as a table to store per quarter."""
+    rows = llm.raw_outputs(stage, run_id)
+    schema = {c: pl.Utf8 for c in RAW_OUTPUT_COLUMNS} | {"cache_hit": pl.Boolean, "attempts": pl.Int64}
+    return pl.DataFrame([{c: r[c] for c in RAW_OUTPUT_COLUMNS} for r in rows], schema=schema, orient="row")
+
+
+def finish_llm_stage(result, llm: LLMResource, store, stage: str, quarter: str, run_id: str, extra: dict = ()):
+    """Store the stage's raw model outputs for the quarter and say, in the metadata, how many calls were paid."""
+    import dagster as dg
+
+    raw = raw_outputs_frame(llm, stage, run_id)
+    version = store.write_table(stage, quarter, raw, run_id, kind="llm_outputs")
+    meta = dict(result.metadata or {})
+    paid = int(meta.get("llm/model_calls", 0))
+    meta.update({
+        "llm/raw_outputs": len(raw),
+        "llm/raw_outputs_version": version,
+        "llm/note": (f"0 model calls: all {int(meta.get('llm/calls', 0))} answers came from the cache" if paid == 0
+                     else f"{paid} model calls, {int(meta.get('llm/cache_hits', 0))} answers from the cache"),
+        **dict(extra),
+    })
+    return dg.MaterializeResult(metadata=meta)

@@ -1,7 +1,7 @@
 """Stage 5: keep the media that are part of the claim and rewrite the claim as the bare assertion."""
 
 import re
-from functools import lru_cache
+from functools import cache
 
 import dagster as dg
 
@@ -9,11 +9,12 @@ from assets.common import (
     StageYield,
     count,
     map_records,
+    quarter_of_context,
     run_claim_stage,
     stable_id,
     stage_asset,
 )
-from assets.ensemble import ask
+from assets.ensemble import ask, finish_llm_stage, injection_flags, prefetch
 from assets.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
@@ -27,12 +28,12 @@ MEDIA_REF = re.compile(r"<(image|video):(\d+)>")
 MIN_SIDE = 120  # smaller images are icons, avatars or badges
 
 
-@lru_cache(maxsize=None)
+@cache
 def _verdict_pattern(language: str) -> re.Pattern:
     words = label_scheme()["verdict_words"]
     chosen = set(words.get("en", [])) | set(words.get(language, []))
     # Arabic and other scripts without \b-friendly boundaries still match as substrings of words.
-    return re.compile(r"(?<!\w)(" + "|".join(re.escape(w) for w in sorted(chosen, key=len, reverse=True)) + r")(?!\w)", re.I)
+    return re.compile(r"(?<!\w)(" + "|".join(re.escape(w) for w in sorted(chosen, key=len, reverse=True)) + r")(?!\w)", re.IGNORECASE)
 
 
 def verdict_leak(text: str, language: str) -> str:
@@ -131,6 +132,7 @@ def normalize_claim(
         original_text=claim.claim_text, normalization=source, language=language, claim_date=claim.claim_date,
         review_url=claim.review_url, publisher_id=claim.publisher_id, rating_text=claim.rating_text, media=media,
         dropped_media=dropped,
+        injection_flags=injection_flags(claim.claim_text, claim.title, article.text if article else ""),
     ), ""
 
 
@@ -139,11 +141,15 @@ def normalize_all(
     media_store: MediaStore, log=None,
 ) -> tuple[list[NormalizedClaim], StageYield]:
     stats = StageYield(len(claims))
+    work = prefetch(claims, lambda c: normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store),
+                    llm.parallel_claims)
 
     def one(claim: ClaimAppearances):
-        normalized, reason = normalize_claim(claim, articles.get(claim.review_id), llm, pipeline, media_store)
+        normalized, reason = work(claim)
         if normalized is not None:
             count(stats, f"normalization/{normalized.normalization}")
+            if normalized.injection_flags:
+                count(stats, "injection/flagged")
         return normalized, reason
 
     return map_records(STAGE, claims, one, stats, log), stats
@@ -158,8 +164,9 @@ def normalize_all(
 def normalized_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    return run_claim_stage(
+    result = run_claim_stage(
         context, STAGE, "appearances", ClaimAppearances, NormalizedClaim,
         lambda claims, articles, media, log: normalize_all(claims, articles, llm, pipeline, media, log),
         pipeline=pipeline, store=store, llm=llm,
     )
+    return finish_llm_stage(result, llm, store, STAGE, quarter_of_context(context), context.run_id)

@@ -6,11 +6,12 @@ from assets.common import (
     StageYield,
     count,
     map_records,
+    quarter_of_context,
     run_claim_stage,
     stable_id,
     stage_asset,
 )
-from assets.ensemble import ask
+from assets.ensemble import ask, finish_llm_stage, prefetch
 from assets.media import MediaStore
 from assets.normalized_claims import check_claim_text, with_media_refs
 from assets.scored_claims import evidence_for, score_claim
@@ -36,10 +37,10 @@ def rectify(
     """Rewrite, check consistency and shareability, re-score; only an Intact result is kept."""
     member = llm.member_names()[0]
     verdict = decisive_verdict(claim)
-    common = dict(
-        stage=STAGE, media=claim.media, media_store=media_store, language=claim.language,
-        claim_date=str(claim.claim_date or ""), evidence=evidence,
-    )
+    common = {
+        "stage": STAGE, "media": claim.media, "media_store": media_store, "language": claim.language,
+        "claim_date": str(claim.claim_date or ""), "evidence": evidence,
+    }
     answer = ask(
         llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text,
         decisive_property=claim.integrity.decisive_property, justification=verdict.justification if verdict else "",
@@ -73,14 +74,19 @@ def rectify_all(
     stats = StageYield(len(claims))
     stats.extra["compromised"] = sum(c.integrity.label == "compromised" for c in claims)
 
+    def attempt(claim: ScoredClaim):
+        evidence = evidence_for(articles, claim.review_id, pipeline.evidence_chars)
+        try:
+            return rectify(claim, evidence, llm, pipeline, media_store)
+        except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
+            return None, f"error:{type(err).__name__}"
+
+    work = prefetch([c for c in claims if c.integrity.label == "compromised"], attempt, llm.parallel_claims)
+
     def one(claim: ScoredClaim):
         if claim.integrity.label != "compromised":
             return claim, ""
-        evidence = evidence_for(articles, claim.review_id, pipeline.evidence_chars)
-        try:
-            rectified, reason = rectify(claim, evidence, llm, pipeline, media_store)
-        except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
-            rectified, reason = None, f"error:{type(err).__name__}"
+        rectified, reason = work(claim)
         if rectified is None:
             count(stats, f"not_rectified/{reason}")
             return claim, ""
@@ -100,8 +106,9 @@ def rectify_all(
 def rectified_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    return run_claim_stage(
+    result = run_claim_stage(
         context, STAGE, "scored_claims", ScoredClaim, ScoredClaim,
         lambda claims, articles, media, log: rectify_all(claims, articles, llm, pipeline, media, log),
         pipeline=pipeline, store=store, llm=llm,
     )
+    return finish_llm_stage(result, llm, store, STAGE, quarter_of_context(context), context.run_id)

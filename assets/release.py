@@ -6,14 +6,16 @@ import math
 import re
 import shutil
 import subprocess
-from datetime import datetime, timezone
+import zipfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import polars as pl
 from rapidfuzz import fuzz
 
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
-from assets.media import MediaStore
+from assets.media import MediaStore, phash_distance
 from assets.normalized_claims import MEDIA_REF
 from assets.scored_claims import bin3
 from dagster_project.config import PROJECT_ROOT, PipelineResource
@@ -37,25 +39,38 @@ def _order(claim: ScoredClaim) -> str:
     return hashlib.sha256(claim.claim_id.encode()).hexdigest()  # a stable order that does not favour any source
 
 
-def remove_near_duplicates(claims: list[ScoredClaim], similarity: float) -> tuple[list[ScoredClaim], int]:
+def remove_near_duplicates(
+    claims: list[ScoredClaim], similarity: float, phash_max_distance: int = -1
+) -> tuple[list[ScoredClaim], int]:
     """Drop claims whose text nearly repeats, or whose media all belong to, an earlier claim.
 
+    A medium belongs to an earlier claim when it is the same file or, with ``phash_max_distance`` >= 0, when its
+    perceptual hash is within that Hamming distance of one of the earlier claim's media (re-encoded, resized).
     An original and its rectified variant share their media by design and are never each other's duplicates.
     """
     kept: list[ScoredClaim] = []
     media_owner: dict[str, set[str]] = {}  # medium id -> ids of the kept claims that show it
+    hashes: list[tuple[str, str]] = []  # (phash, owner claim id) of the kept claims' media
+
+    def owners(m) -> set[str]:
+        found = set(media_owner.get(m.medium_id, set()))
+        if phash_max_distance >= 0 and m.phash:
+            found |= {cid for h, cid in hashes if len(h) == len(m.phash) and phash_distance(h, m.phash) <= phash_max_distance}
+        return found
+
     for claim in claims:
         pair = {claim.claim_id, claim.variant_of}
         others = [k for k in kept if k.claim_id not in pair]
         text = MEDIA_REF.sub("", claim.text).casefold()
         twin = any(fuzz.token_set_ratio(text, MEDIA_REF.sub("", k.text).casefold()) >= similarity for k in others)
-        media = {m.medium_id for m in claim.media}
-        reused = bool(media) and all(media_owner.get(mid, set()) - pair for mid in media)
+        reused = bool(claim.media) and all(owners(m) - pair for m in claim.media)
         if twin or reused:
             continue
         kept.append(claim)
-        for mid in media:
-            media_owner.setdefault(mid, set()).add(claim.claim_id)
+        for m in claim.media:
+            media_owner.setdefault(m.medium_id, set()).add(claim.claim_id)
+            if m.phash:
+                hashes.append((m.phash, claim.claim_id))
     return kept, len(claims) - len(kept)
 
 
@@ -68,9 +83,11 @@ def _pick(candidates: list[ScoredClaim], k: int, media_share: float) -> list[Sco
     return chosen + media[n_media : n_media + k - len(chosen)]
 
 
-def select_release(claims: list[ScoredClaim], size: int, media_share: float, similarity: float) -> tuple[list[ScoredClaim], dict]:
+def select_release(
+    claims: list[ScoredClaim], size: int, media_share: float, similarity: float, phash_max_distance: int = -1
+) -> tuple[list[ScoredClaim], dict]:
     """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant."""
-    pool, duplicates = remove_near_duplicates(sorted(claims, key=_order), similarity)
+    pool, duplicates = remove_near_duplicates(sorted(claims, key=_order), similarity, phash_max_distance)
     originals = [c for c in pool if c.variant == "original"]
     by_id = {c.claim_id: c for c in pool}
     compromised = [c for c in originals if c.integrity.label == "compromised"]
@@ -127,7 +144,7 @@ def to_release_claims(chosen: list[ScoredClaim]) -> tuple[list[ReleaseClaim], li
                 type=m.kind, id=mid, file_path=f"{'images' if m.kind == 'image' else 'videos'}/{mid}.{'jpg' if m.kind == 'image' else 'mp4'}",
                 authenticity=_score(verdicts.get("authenticity")), contextualization=_score(verdicts.get("contextualization")),
             ))
-        text = MEDIA_REF.sub(lambda mt: f"<{mt.group(1)}:{local_to_global.get((mt.group(1), mt.group(2)), mt.group(2))}>", claim.text)
+        text = MEDIA_REF.sub(lambda mt, ids=local_to_global: f"<{mt.group(1)}:{ids.get((mt.group(1), mt.group(2)), mt.group(2))}>", claim.text)
         claims.append(ReleaseClaim(
             id=claim_number, text=text, date=claim.claim_date.isoformat() if claim.claim_date else None,
             language=claim.language, review_url=claim.review_url, media=media,
@@ -139,7 +156,7 @@ def to_release_claims(chosen: list[ScoredClaim]) -> tuple[list[ReleaseClaim], li
 
 def code_version() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=5)
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -172,6 +189,8 @@ def write_release(
     (folder / "meta.json").write_text(json.dumps(meta, indent=2))
     payload = {"claims": [c.model_dump() for c in claims]}
     (folder / "claims.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False))
+    release_frame(claims).write_parquet(folder / "claims.parquet")
+    write_zip(folder, f"veritas_{quarter}.zip")
     manifest = {
         **provenance,
         "quarter": quarter,
@@ -180,6 +199,46 @@ def write_release(
     }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
     return manifest
+
+
+def release_frame(claims: list[ReleaseClaim]) -> pl.DataFrame:
+    """The release as one flat table: a row per claim, scores as columns, media as JSON text."""
+    def score(v):
+        return None if v is None else v.score
+
+    rows = [{
+        "id": c.id, "text": c.text, "date": c.date, "language": c.language, "review_url": c.review_url,
+        "veracity": score(c.veracity), "context_coverage": score(c.context_coverage),
+        "integrity": c.integrity.score, "decisive_property": c.integrity.decisive_property,
+        "label": bin3(c.integrity.score), "n_images": sum(m.type == "image" for m in c.media),
+        "n_videos": sum(m.type == "video" for m in c.media),
+        "media_json": json.dumps([m.model_dump() for m in c.media], ensure_ascii=False),
+        "veracity_justification": c.veracity.justification if c.veracity else None,
+        "context_coverage_justification": c.context_coverage.justification if c.context_coverage else None,
+    } for c in claims]
+    schema = {"id": pl.Int64, "text": pl.Utf8, "date": pl.Utf8, "language": pl.Utf8, "review_url": pl.Utf8,
+              "veracity": pl.Float64, "context_coverage": pl.Float64, "integrity": pl.Float64,
+              "decisive_property": pl.Utf8, "label": pl.Utf8, "n_images": pl.Int64, "n_videos": pl.Int64,
+              "media_json": pl.Utf8, "veracity_justification": pl.Utf8, "context_coverage_justification": pl.Utf8}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+ZIP_MEMBERS = ("meta.json", "claims.json", "images", "videos")
+
+
+def write_zip(folder: Path, name: str) -> Path:
+    """The VeriTaS-format files (meta.json, claims.json, images/, videos/) as one zip, paths relative to it."""
+    target = folder / name
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member in ZIP_MEMBERS:
+            path = folder / member
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for f in files:
+                # media are already compressed; a fixed timestamp makes the zip reproducible
+                info = zipfile.ZipInfo(str(f.relative_to(folder)), date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_STORED if f.suffix in (".jpg", ".mp4") else zipfile.ZIP_DEFLATED
+                zf.writestr(info, f.read_bytes())
+    return target
 
 
 def validate_release(folder: Path) -> list[str]:
@@ -232,6 +291,15 @@ def validate_release(folder: Path) -> list[str]:
     return problems
 
 
+def _cost_summary(llm: LLMResource, quarter: str) -> dict:
+    """What the quarter's model calls cost, from the ledger (every stage, every run of the quarter)."""
+    report = llm.ledger_report(quarter)
+    keep = ("calls", "model_calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd", "errors")
+    return {**{k: report[k] for k in keep},
+            "by_stage": {stage: {k: v[k] for k in keep} for stage, v in report["by_stage"].items()},
+            "by_model": {model: {k: v[k] for k in keep} for model, v in report["by_model"].items()}}
+
+
 @stage_asset(
     "release",
     "The quarter's balanced split in the VeriTaS format (meta.json, claims.json, images/, videos/).",
@@ -243,16 +311,18 @@ def release(
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
-    chosen, report = select_release(claims, pipeline.release_size, pipeline.media_share, pipeline.text_duplicate_similarity)
+    chosen, report = select_release(claims, pipeline.release_size, pipeline.media_share,
+                                    pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
     release_claims, files = to_release_claims(chosen)
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)
     provenance = {
         "version": version,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "code_version": code_version(),
         "prompt_versions": {p.stem: template_hash(p.stem) for p in sorted(PROMPTS_DIR.glob("[!_]*.j2"))},
         "models": llm.model_set(),
+        "llm_cost": _cost_summary(llm, quarter),
         "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
         "selection": report,
     }

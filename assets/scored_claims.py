@@ -10,17 +10,25 @@ from assets.common import (
     StageYield,
     count,
     map_records,
+    quarter_of_context,
     run_claim_stage,
     stage_asset,
 )
-from assets.ensemble import ask
+from assets.ensemble import ask, finish_llm_stage, injection_flags, prefetch
 from assets.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
 from prompts import label_scheme
 from schemas.answers import MediaRatingAnswer, PropertyAnswer
-from schemas.records import Article, Integrity, NormalizedClaim, PropertyVerdict, Rating, ScoredClaim
+from schemas.records import (
+    Article,
+    Integrity,
+    NormalizedClaim,
+    PropertyVerdict,
+    Rating,
+    ScoredClaim,
+)
 
 STAGE = "scored_claims"
 EPS = 1e-9  # scores are means of thirds: a value this close to a cut is on it, and cuts belong to the inner bin
@@ -113,9 +121,9 @@ def rate(
     stage: str = STAGE,
 ) -> tuple[list[Rating], int]:
     """All ratings in the spec's order: media first, veracity unless a medium is out of context, then coverage."""
-    base = dict(
-        claim=claim.text, language=claim.language, claim_date=str(claim.claim_date or ""), evidence=evidence,
-    )
+    base = {
+        "claim": claim.text, "language": claim.language, "claim_date": str(claim.claim_date or ""), "evidence": evidence,
+    }
     ratings, failures = [], 0
 
     def collect(answer, build):
@@ -176,6 +184,9 @@ def score_claim(
     claim: NormalizedClaim, evidence: str, llm: LLMResource, pipeline: PipelineResource,
     media_store: MediaStore | None, variant: str = "original", variant_of: str = "", stage: str = STAGE,
 ) -> tuple[ScoredClaim | None, str]:
+    flags = sorted(set(claim.injection_flags) | set(injection_flags(claim.text, evidence)))
+    if flags != claim.injection_flags:  # the evidence speaks to the raters: recorded on the claim, never obeyed
+        claim = claim.model_copy(update={"injection_flags": flags})
     ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage)
     verdicts = verdicts_from(claim, ratings)
     decided = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
@@ -195,12 +206,18 @@ def score_all(
     media_store: MediaStore, log=None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     stats = StageYield(len(claims))
+    work = prefetch(
+        claims,
+        lambda c: score_claim(c, evidence_for(articles, c.review_id, pipeline.evidence_chars), llm, pipeline, media_store),
+        llm.parallel_claims,
+    )
 
     def one(claim: NormalizedClaim):
-        evidence = evidence_for(articles, claim.review_id, pipeline.evidence_chars)
-        scored, reason = score_claim(claim, evidence, llm, pipeline, media_store)
+        scored, reason = work(claim)
         if scored is not None:
             count(stats, f"label/{scored.integrity.label}")
+            if scored.injection_flags:
+                count(stats, "injection/flagged")
         return scored, reason
 
     out = map_records(STAGE, claims, one, stats, log)
@@ -216,8 +233,9 @@ def score_all(
 def scored_claims(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
-    return run_claim_stage(
+    result = run_claim_stage(
         context, STAGE, "normalized_claims", NormalizedClaim, ScoredClaim,
         lambda claims, articles, media, log: score_all(claims, articles, llm, pipeline, media, log),
         pipeline=pipeline, store=store, llm=llm,
     )
+    return finish_llm_stage(result, llm, store, STAGE, quarter_of_context(context), context.run_id)

@@ -2,11 +2,14 @@
 
 import json
 import threading
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
-# responder(mode, request body) -> (HTTP status, assistant content or error payload)
-Responder = Callable[[str, dict], tuple[int, "str | dict"]]
+# responder(mode, request body) -> (HTTP status, assistant content or error payload[, extra headers])
+# A 200 content may also be a dict: the whole assistant message (e.g. {"content": None, "refusal": "..."}).
+Responder = Callable[[str, dict], tuple]
 
 
 class OpenAIStub:
@@ -17,6 +20,9 @@ class OpenAIStub:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real providers do (every reply has a Content-Length)
+            disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms delayed-ACK stall
+
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
@@ -24,18 +30,22 @@ class OpenAIStub:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 mode = self.path.strip("/").split("/")[0]
                 stub.requests.append((mode, body))
-                status, content = responder(mode, body)
+                status, content, *extra = responder(mode, body)
+                headers = extra[0] if extra else {}
                 if status != 200:
-                    return self._send(status, content)
+                    return self._send(status, content, headers)
+                message = {"role": "assistant", **(content if isinstance(content, dict) else {"content": content})}
                 self._send(200, {
                     "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": "stub-model",
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-                })
+                }, headers)
 
-            def _send(self, code, obj):
+            def _send(self, code, obj, headers=None):
                 data = json.dumps(obj).encode()
                 self.send_response(code)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, str(value))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -53,3 +63,26 @@ class OpenAIStub:
 
     def close(self) -> None:
         self.httpd.shutdown()
+
+
+@contextmanager
+def fast_router_backoff(max_sleep_s: float = 0.01):
+    """Shorten the litellm Router's retry backoff (seconds per 429/5xx) while keeping its decisions; yields the list
+    of the sleeps the Router asked for. litellm is imported offline first (cost map from the package)."""
+    from dagster_project.resources.llm import _import_litellm
+
+    _import_litellm()
+    from litellm.router_python_host import PythonHost
+
+    asked: list[float] = []
+    original = PythonHost.sleep_sync
+
+    def short_sleep(self, seconds: float) -> None:
+        asked.append(seconds)
+        time.sleep(min(seconds, max_sleep_s))
+
+    PythonHost.sleep_sync = short_sleep
+    try:
+        yield asked
+    finally:
+        PythonHost.sleep_sync = original

@@ -1,5 +1,6 @@
 """LLM resource against the real embedded llama.cpp server and loopback stubs of misbehaving providers."""
 
+import json
 import os
 import sqlite3
 from typing import Literal
@@ -7,9 +8,16 @@ from typing import Literal
 import pydantic
 import pytest
 
-from dagster_project.resources.llm import EnsembleMember, LLMResource, image_part, parse_json_text, strip_images
+from dagster_project.resources.llm import (
+    EnsembleMember,
+    FallbackModel,
+    LLMResource,
+    image_part,
+    parse_json_text,
+    strip_images,
+)
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
-from tests.openai_stub import OpenAIStub
+from tests.openai_stub import OpenAIStub, fast_router_backoff
 
 SCHEMA = {
     "type": "object",
@@ -32,7 +40,7 @@ MESSAGES = [
     {"role": "system", "content": "You rate claims. Reply with one JSON object only."},
     {"role": "user", "content": "Claim: The Eiffel Tower is in Paris. Rate the claim's veracity."},
 ]
-CALL = dict(schema=SCHEMA, response_model=Rating, template_id="test_rating", template_hash="h1")
+CALL = {"schema": SCHEMA, "response_model": Rating, "template_id": "test_rating", "template_hash": "h1"}
 
 
 # ---- loopback stub of an OpenAI-compatible provider -------------------------------------------
@@ -162,19 +170,63 @@ def test_malformed_json_is_invalid_output_and_not_cached(stub, tmp_path):
     assert "rejected" in last_body["messages"][-1]["content"]
     assert last_body["response_format"] == {"type": "json_object", "schema": SCHEMA}
     with sqlite3.connect(cache) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0] == 0
+        cached = conn.execute("SELECT parsed_json, error, raw FROM llm_cache").fetchall()
         err, attempts, pt = conn.execute("SELECT error, attempts, prompt_tokens FROM llm_ledger").fetchone()
+        outputs = conn.execute("SELECT attempt, raw, error FROM llm_outputs ORDER BY attempt").fetchall()
     assert err.startswith("invalid_output") and attempts == 2 and pt == 200
-    # not cached => the next identical call asks the provider again
+    # the settled failure is cached as a failure (parsed null), never as a coerced answer
+    assert cached == [("null", err, '{"category": "negative", "certainty": ')]
+    assert [(a, r) for a, r, _ in outputs] == [(1, '{"category": "negative", "certainty": ')] * 1 + [
+        (2, '{"category": "negative", "certainty": ')]
+    assert all(e.startswith("invalid_output") for _, _, e in outputs)
+    # a re-run does not pay for it again ...
     again = res.complete_json("stub-bad", MESSAGES, stage="s", parse_attempts=1, **CALL)
-    assert again.cache_hit is False and stub.count("bad") - before == 3
+    assert again.cache_hit is True and again.parsed is None and again.error == err
+    assert stub.count("bad") - before == 2
     assert res.ledger_summary(stage="s")["errors"] == 2
+    # ... unless failures are to be asked again
+    retry = LLMResource(cache_path=cache, members=[_stub_member(stub, "bad")], retry_failed=True)
+    third = retry.complete_json("stub-bad", MESSAGES, stage="s", parse_attempts=1, **CALL)
+    assert third.cache_hit is False and third.parsed is None and stub.count("bad") - before == 3
+
+
+def test_refusal_is_recorded_as_the_models_failure(tmp_path):
+    def refuse(mode, body):
+        return 200, {"content": None, "refusal": "I can't help with that."}
+
+    s = OpenAIStub(refuse)
+    try:
+        res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(s, "no")])
+        ans = res.complete_json("stub-no", MESSAGES, stage="s", parse_attempts=2, **CALL)
+    finally:
+        s.close()
+    assert ans.parsed is None and ans.error.startswith("refusal: RefusalError: I can't help with that.")
+    assert s.count("no") == 2  # asked, then re-asked once
+    assert [r["refusal"] for r in json.loads(res.raw_outputs("s", "")[0]["attempts_json"])] == ["I can't help with that."] * 2
+
+
+def test_fallback_model_answers_when_the_members_model_is_down(stub, tmp_path):
+    member = _stub_member(stub, "err", name="primary", fallbacks=[
+        FallbackModel(model="openai/backup-model", api_base=stub.base("ok"), api_key_env="VERITAS_TEST_STUB_KEY")])
+    res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[member], num_retries=1)
+    before_err, before_ok = stub.count("err"), stub.count("ok")
+    with fast_router_backoff() as sleeps:
+        ans = res.complete_json("primary", MESSAGES, stage="fb", **CALL)
+    assert sleeps  # the Router backed off before retrying the failing model
+    assert ans.error is None and ans.parsed["justification"] == "stub"
+    assert ans.model == "openai/backup-model" and ans.member == "primary"
+    assert stub.count("err") - before_err >= 1 and stub.count("ok") - before_ok == 1
+    again = res.complete_json("primary", MESSAGES, stage="fb", **CALL)
+    assert again.cache_hit and again.model == "openai/backup-model"  # the cache remembers who answered
+    report = res.ledger_report()
+    assert report["by_model"]["openai/backup-model"]["calls"] == 2
 
 
 def test_http_500_is_transport_error_with_ledger_row(stub, tmp_path):
     res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(stub, "err")], num_retries=1)
     before = stub.count("err")
-    ans = res.complete_json("stub-err", MESSAGES, stage="s", **CALL)
+    with fast_router_backoff():
+        ans = res.complete_json("stub-err", MESSAGES, stage="s", **CALL)
     assert ans.parsed is None and ans.cache_hit is False
     assert ans.error.startswith("transport:")
     assert stub.count("err") - before >= 2  # the Router retried

@@ -3,7 +3,12 @@
 import pytest
 
 from assets.normalized_claims import (
-    check_claim_text, count_sentences, count_words, select_media, verdict_leak, with_media_refs,
+    check_claim_text,
+    count_sentences,
+    count_words,
+    select_media,
+    verdict_leak,
+    with_media_refs,
 )
 from dagster_project.config import PipelineResource
 from schemas.records import ClaimAppearances, Medium

@@ -8,7 +8,12 @@ import pytest
 from PIL import Image
 
 from assets.media import MediaStore
-from assets.release import select_release, to_release_claims, validate_release, write_release
+from assets.release import (
+    select_release,
+    to_release_claims,
+    validate_release,
+    write_release,
+)
 from assets.scored_claims import bin3
 from schemas.records import Integrity, Medium, PropertyVerdict, ScoredClaim
 
@@ -151,3 +156,62 @@ def test_an_original_and_its_variant_are_not_near_duplicates(pool):
     assert [c.claim_id for c in kept] == ["p1-o", "p1-r"] and dropped == 1
     kept, _ = remove_near_duplicates([variant, original], 92)
     assert [c.claim_id for c in kept] == ["p1-r", "p1-o"]
+
+
+def test_release_has_zip_parquet_and_hashes_in_the_manifest(pool, tmp_path):
+    import hashlib
+    import zipfile
+
+    import polars as pl
+
+    claims, store = pool
+    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    release_claims, files = to_release_claims(chosen)
+    folder = tmp_path / "release"
+    folder.mkdir()
+    manifest = write_release(folder, "2020Q2", release_claims, files, store, {"version": "test"})
+    with zipfile.ZipFile(folder / "veritas_2020Q2.zip") as zf:
+        names = set(zf.namelist())
+        assert names == {"meta.json", "claims.json", *(f"images/{mid}.jpg" for mid, _, _ in files)}
+        assert json.loads(zf.read("claims.json")) == json.loads((folder / "claims.json").read_text())
+    table = pl.read_parquet(folder / "claims.parquet")
+    data = json.loads((folder / "claims.json").read_text())["claims"]
+    assert table["id"].to_list() == [c["id"] for c in data]
+    assert table["integrity"].to_list() == [c["integrity"]["score"] for c in data]
+    assert table["label"].to_list() == [bin3(c["integrity"]["score"]) for c in data]
+    assert table["n_images"].sum() == sum(len(c["media"]) for c in data)
+    for name in ("veritas_2020Q2.zip", "claims.parquet", "claims.json", "meta.json"):
+        assert manifest["files"][name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    assert validate_release(folder) == []
+
+
+def test_visual_near_duplicates_are_removed_by_perceptual_hash(pool, tmp_path):
+    from PIL import ImageDraw
+
+    from assets.media import phash_distance
+    from assets.release import remove_near_duplicates
+
+    claims, store = pool
+    picture = Image.linear_gradient("L").resize((320, 240)).convert("RGB")
+    ImageDraw.Draw(picture).rectangle((40, 60, 150, 200), fill=(220, 40, 40))
+    stored = []
+    for size, quality in (((320, 240), 92), ((288, 216), 55)):  # the same picture re-encoded and resized
+        buf = io.BytesIO()
+        picture.resize(size).save(buf, "JPEG", quality=quality)
+        stored.append(store.put_image(buf.getvalue()))
+    first_copy, second_copy = stored
+    assert first_copy.sha256 != second_copy.sha256 and phash_distance(first_copy.phash, second_copy.phash) <= 6
+    photo, copy_medium = (Medium(medium_id=s.sha256, kind="image", path=s.path, width=s.width, height=s.height,
+                                 phash=s.phash) for s in stored)
+    first = claim("v1-o", -1.0, f"<image:0> {TOPICS[0]}", [photo])
+    repost = claim("v2-o", -0.6667, f"<image:0> {TOPICS[9]}", [copy_medium])  # other words, same picture
+    other = claim("v3-o", -0.6667, f"<image:0> {TOPICS[3]}", [claims[2].media[0]])  # another picture
+    kept, dropped = remove_near_duplicates([first, repost, other], 92, phash_max_distance=6)
+    assert [c.claim_id for c in kept] == ["v1-o", "v3-o"] and dropped == 1
+    kept, dropped = remove_near_duplicates([first, repost, other], 92)  # exact files only
+    assert dropped == 0
+    # the pair exemption holds for perceptual matches too
+    variant = claim("v1-r", 0.6667, f"<image:0> {TOPICS[5]}", [copy_medium], variant="rectified", variant_of="v1-o")
+    first = first.model_copy(update={"variant_of": "v1-r"})
+    kept, dropped = remove_near_duplicates([first, variant], 92, phash_max_distance=6)
+    assert dropped == 0

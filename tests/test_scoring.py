@@ -1,11 +1,22 @@
 """Stage 6 rules: certainty scores, bins, aggregation, integrity with its decisive property, agreement."""
 
+from datetime import date
+
 import pytest
 
+from assets import scored_claims as stage6
 from assets.scored_claims import (
-    agreement_failure, aggregate, bin3, bin7, certainty_score, integrity_of, to_rating,
+    aggregate,
+    agreement_failure,
+    bin3,
+    bin7,
+    certainty_score,
+    integrity_of,
+    to_rating,
 )
-from schemas.records import PropertyVerdict, Rating
+from dagster_project.config import PipelineResource
+from dagster_project.resources.llm import LLMAnswer
+from schemas.records import Medium, NormalizedClaim, PropertyVerdict, Rating
 
 
 def rating(member, prop, category, certainty, index=-1, tags=()):
@@ -105,3 +116,165 @@ def test_quality_check_flags_bad_scored_tables():
     assert any(p.startswith("expect_column_values_to_be_unique(claim_id)") for p in problems)
     assert any(p.startswith("expect_column_values_to_be_in_set(label_matches_score)") for p in problems)
     assert len(problems) == 2
+
+
+# ---- hand-computed cases through rate()/score_claim() with scripted answers (no model, no HTTP) --------------
+A, B, C = "a", "b", "c"
+LEVEL = {1.0: ("positive", "certain"), 2 / 3: ("positive", "rather certain"), 1 / 3: ("positive", "rather uncertain"),
+         0.0: ("unknown", "unknown"), -1 / 3: ("negative", "rather uncertain"), -2 / 3: ("negative", "rather certain"),
+         -1.0: ("negative", "certain")}
+
+
+def prop_answer(score):
+    category, certainty = LEVEL[score]
+    return {"category": category, "certainty": certainty, "justification": f"j{score:+.2f}", "tags": []}
+
+
+class ScriptedEnsemble:
+    """Stands in for the resource: ``script[(member, property, medium_index)]`` is a score, or None for a failure."""
+
+    def __init__(self, script, members=(A, B, C)):
+        self.script, self.members, self.asked = script, list(members), []
+
+    def member_names(self):
+        return self.members
+
+    def ask(self, llm, member, prompt, model, *, stage, media=(), media_store=None, **inputs):
+        if prompt == "rate_media":
+            i = inputs["medium_index"]
+            self.asked.append(("media", i))
+            values = {p: self.script.get((member, p, i)) for p in ("authenticity", "contextualization")}
+            parsed = None if None in values.values() else {p: prop_answer(v) for p, v in values.items()}
+        else:
+            self.asked.append((inputs["property"], -1))
+            value = self.script.get((member, inputs["property"], -1))
+            parsed = None if value is None else prop_answer(value)
+        return LLMAnswer(member=member, model="scripted", parsed=parsed, raw="{}", error=None if parsed else "invalid_output: x",
+                         cache_hit=False, prompt_tokens=0, completion_tokens=0, cost_usd=0.0, latency_s=0.0)
+
+
+def scripted_claim(n_media=0):
+    media = [Medium(medium_id=f"m{i}", kind="image", path=f"images/m{i}.jpg", width=640, height=480) for i in range(n_media)]
+    return NormalizedClaim(claim_id="c", review_id="r", quarter="2020Q2", text="A claim.", original_text="A claim.",
+                           normalization="llm", language="en", claim_date=date(2020, 5, 1), review_url="https://x.org",
+                           media=media, rating_text="Misleading")
+
+
+def run_scripted(monkeypatch, script, n_media=0, members=(A, B, C)):
+    ensemble = ScriptedEnsemble(script, members)
+    monkeypatch.setattr(stage6, "ask", ensemble.ask)
+    scored, reason = stage6.score_claim(scripted_claim(n_media), "evidence", ensemble, PipelineResource(), None)
+    return scored, reason, ensemble.asked
+
+
+def media_script(i, authenticity, contextualization):
+    return {**{(m, "authenticity", i): s for m, s in zip((A, B, C), authenticity)},
+            **{(m, "contextualization", i): s for m, s in zip((A, B, C), contextualization)}}
+
+
+def claim_script(prop, scores):
+    return {(m, prop, -1): s for m, s in zip((A, B, C), scores) if s is not None}
+
+
+def test_media_exactly_on_the_compromised_edge_still_get_veracity(monkeypatch):
+    # contextualization mean (-1/3 -1/3 -1/3)/3 = -1/3: the boundary belongs to Unknown, so veracity is asked
+    script = {**media_script(0, (1.0, 1.0, 1.0), (-1 / 3, -1 / 3, -1 / 3)), **claim_script("veracity", (-1.0, -1.0, -2 / 3))}
+    scored, reason, asked = run_scripted(monkeypatch, script, n_media=1)
+    assert reason == "" and asked == [("media", 0)] * 3 + [("veracity", -1)] * 3
+    # integrity = min(veracity -8/9, contextualization -1/3) = -8/9, decided by veracity
+    assert scored.integrity.score == pytest.approx(-8 / 9, abs=1e-6)
+    assert (scored.integrity.decisive_property, scored.integrity.label) == ("veracity", "compromised")
+    assert scored.context_coverage is None  # veracity <= 0
+
+
+def test_one_out_of_context_medium_of_two_stops_before_veracity(monkeypatch):
+    # medium 1: (-1/3 -2/3 -1/3)/3 = -4/9 < -1/3 -> Compromised bin -> no veracity, no coverage
+    script = {**media_script(0, (1.0, 1.0, 1.0), (1.0, 2 / 3, 1.0)), **media_script(1, (1.0, 2 / 3, 1 / 3), (-1 / 3, -2 / 3, -1 / 3))}
+    scored, reason, asked = run_scripted(monkeypatch, script, n_media=2)
+    assert reason == "" and asked == [("media", 0)] * 3 + [("media", 1)] * 3
+    assert scored.veracity is None and scored.context_coverage is None
+    assert scored.integrity.score == pytest.approx(-4 / 9, abs=1e-6)
+    assert (scored.integrity.decisive_property, scored.integrity.label) == ("contextualization", "compromised")
+    # authenticity is reported (mean 2/3 of medium 1) but never decisive
+    auth1 = next(v for v in scored.media_verdicts if v.property == "authenticity" and v.medium_index == 1)
+    assert auth1.score == pytest.approx(2 / 3)
+
+
+def test_veracity_exactly_zero_skips_coverage_and_just_above_zero_asks_it(monkeypatch):
+    scored, _, asked = run_scripted(monkeypatch, claim_script("veracity", (1 / 3, 0.0, -1 / 3)))
+    assert asked == [("veracity", -1)] * 3 and scored.context_coverage is None
+    assert (scored.integrity.score, scored.integrity.label) == (0.0, "unknown")
+    # 1/9 > 0: coverage is asked; integrity = min(1/9, coverage 2/3) = 1/9, decided by veracity
+    script = {**claim_script("veracity", (1 / 3, 1 / 3, -1 / 3)), **claim_script("context_coverage", (2 / 3, 2 / 3, 2 / 3))}
+    scored, _, asked = run_scripted(monkeypatch, script)
+    assert asked == [("veracity", -1)] * 3 + [("context_coverage", -1)] * 3
+    assert scored.integrity.score == pytest.approx(1 / 9) and scored.integrity.decisive_property == "veracity"
+    assert scored.rating_text == "Misleading"  # the publisher's rating rides along, never scored
+
+
+def test_integrity_minimum_over_three_parts_hand_computed(monkeypatch):
+    # contextualization: medium 0 mean 1, medium 1 mean (1 + 2/3 + 2/3)/3 = 7/9 (the worst)
+    # veracity (1 + 1 + 2/3)/3 = 8/9; coverage (2/3 + 1/3 + 1)/3 = 2/3 -> integrity 2/3 by context coverage
+    script = {**media_script(0, (1.0,) * 3, (1.0,) * 3), **media_script(1, (1.0,) * 3, (1.0, 2 / 3, 2 / 3)),
+              **claim_script("veracity", (1.0, 1.0, 2 / 3)), **claim_script("context_coverage", (2 / 3, 1 / 3, 1.0))}
+    scored, reason, _ = run_scripted(monkeypatch, script, n_media=2)
+    assert reason == ""
+    assert scored.integrity.score == pytest.approx(2 / 3, abs=1e-6)
+    assert (scored.integrity.decisive_property, scored.integrity.label) == ("context_coverage", "intact")
+    # lower the coverage by one notch to 5/9 and raise nothing: still coverage; drop veracity to 5/9 too: a tie
+    script.update(claim_script("context_coverage", (1 / 3, 1 / 3, 1.0)))
+    script.update(claim_script("veracity", (1 / 3, 1 / 3, 1.0)))
+    scored, _, _ = run_scripted(monkeypatch, script, n_media=2)
+    assert scored.integrity.score == pytest.approx(5 / 9) and scored.integrity.decisive_property == "context_coverage"
+    assert scored.context_coverage.justification == "j+0.33"  # the rater nearest the mean 5/9 (1/3, first such)
+
+
+def test_disagreement_filter_applies_to_the_decisive_property_only(monkeypatch):
+    # decisive veracity ratings 1/3 and -2/3 differ by exactly 1: kept
+    scored, reason, _ = run_scripted(monkeypatch, claim_script("veracity", (1 / 3, -2 / 3, -2 / 3)))
+    assert reason == "" and scored.veracity.spread == pytest.approx(1.0)
+    # 1/3 and -1 differ by 4/3 > 1: dropped
+    assert run_scripted(monkeypatch, claim_script("veracity", (1 / 3, -1.0, -1.0)))[:2] == (None, "rater_disagreement")
+    # authenticity ratings 1 and -1 differ by 2, but authenticity is never decisive: the claim stays
+    script = {**media_script(0, (1.0, -1.0, 1.0), (1.0, 1.0, 1.0)), **claim_script("veracity", (-1.0, -1.0, -1.0))}
+    scored, reason, _ = run_scripted(monkeypatch, script, n_media=1)
+    assert reason == "" and scored.integrity.decisive_property == "veracity"
+    # a disagreement on the non-decisive coverage (2/3 vs -1/3 = 1, 1 vs -1/3 = 4/3) with veracity decisive: kept
+    script = {**claim_script("veracity", (1 / 3, 1 / 3, 1 / 3)), **claim_script("context_coverage", (1.0, -1 / 3, 1.0))}
+    scored, reason, _ = run_scripted(monkeypatch, script)
+    assert reason == "" and scored.integrity.decisive_property == "veracity"
+    assert scored.integrity.score == pytest.approx(1 / 3) and scored.context_coverage.spread == pytest.approx(4 / 3)
+
+
+def test_fewer_than_three_ratings_drop_the_claim(monkeypatch):
+    # member c fails (malformed/refused): two ratings of the decisive property are not enough
+    assert run_scripted(monkeypatch, claim_script("veracity", (-1.0, -1.0, None)))[:2] == (None, "too_few_ratings")
+    # four members, one fails: three ratings remain and the claim stays
+    script = {**claim_script("veracity", (-1.0, -1.0, None)), ("d", "veracity", -1): -2 / 3}
+    scored, reason, _ = run_scripted(monkeypatch, script, members=(A, B, C, "d"))
+    assert reason == "" and scored.veracity.n_ratings == 3
+    assert scored.integrity.score == pytest.approx(-8 / 9)
+    # nobody answers at all
+    assert run_scripted(monkeypatch, {})[:2] == (None, "no_ratings")
+
+
+@pytest.mark.parametrize("scores,bin3_label,bin7_index", [
+    ((1 / 3, 0.0), "unknown", 3),          # mean 1/6: on the cut, the inner bin
+    ((-1 / 3, 0.0), "unknown", 3),         # -1/6
+    ((1 / 3, 1 / 3), "unknown", 4),        # 1/3: Unknown in 3 bins, above 1/6 in 7 bins
+    ((-1 / 3, -1 / 3), "unknown", 2),      # -1/3
+    ((2 / 3, 1 / 3), "intact", 4),         # 1/2: on the cut 3/6, the inner bin
+    ((-2 / 3, -1 / 3), "compromised", 2),  # -1/2
+    ((1.0, 2 / 3), "intact", 5),           # 5/6: on the outermost cut, still inside
+    ((-1.0, -2 / 3), "compromised", 1),    # -5/6
+    ((1.0, 1.0, 2 / 3), "intact", 6),      # 8/9 > 5/6
+    ((2 / 3, 1 / 3, 1 / 3), "intact", 4),  # 4/9: just above 1/3
+    ((-1 / 3, -1 / 3, 0.0), "unknown", 2), # -2/9: between -1/3 and -1/6
+])
+def test_bin_edges_reached_by_ensemble_means(scores, bin3_label, bin7_index):
+    """The float mean of thirds lands on or near a cut; the cut belongs to the inner bin either way."""
+    ratings = [rating(m, "veracity", *LEVEL[s][:2]) if s else rating(m, "veracity", "unknown", "unknown")
+               for m, s in zip("abc", scores)]
+    v = aggregate(ratings, "veracity")
+    assert v.score == pytest.approx(sum(scores) / len(scores))
+    assert (bin3(v.score), bin7(v.score)) == (bin3_label, bin7_index)

@@ -9,7 +9,9 @@ import re
 import sqlite3
 import threading
 import time
-from contextlib import closing
+import uuid
+from collections import deque
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,92 @@ def parse_json_text(raw: str) -> Any:
     return json.loads(text, strict=False)
 
 
+class RefusalError(ValueError):
+    """The model declined to answer (OpenAI-style ``refusal`` field)."""
+
+
+def _quarter_label(value: str) -> str:
+    """``2025-10`` or ``2025Q4`` as ``2025Q4``; anything else (no partition) as ''."""
+    if not value:
+        return ""
+    from dagster_project.partitions import to_label
+
+    try:
+        return to_label(value)
+    except ValueError:
+        return ""
+
+
+_SUMS = ("COUNT(*), COALESCE(SUM(cache_hit),0), COALESCE(SUM(prompt_tokens),0),"
+         " COALESCE(SUM(completion_tokens),0), COALESCE(SUM(cost_usd),0),"
+         " COALESCE(SUM(error IS NOT NULL),0), COALESCE(SUM(latency_s),0), COALESCE(SUM(attempts),0)")
+
+
+def _pack(r) -> dict:
+    calls, hits = int(r[0]), int(r[1])
+    return {"calls": calls, "cache_hits": hits, "model_calls": calls - hits,
+            "hit_rate": (hits / calls) if calls else 0.0, "prompt_tokens": int(r[2]), "completion_tokens": int(r[3]),
+            "cost_usd": float(r[4]), "errors": int(r[5]), "latency_s": float(r[6]), "answers_received": int(r[7])}
+
+
+class RateLimiter:
+    """Blocking requests-per-minute and tokens-per-minute limits over a sliding 60 s window."""
+
+    def __init__(self, rpm: int | None = None, tpm: int | None = None, clock=time.monotonic, sleep=time.sleep,
+                 window_s: float = 60.0):
+        self.rpm, self.tpm, self.window = rpm, tpm, window_s
+        self._clock, self._sleep = clock, sleep
+        self._starts: deque[float] = deque()
+        self._tokens: deque[tuple[float, int]] = deque()
+        self._lock = threading.Lock()
+
+    def wait_time(self) -> float:
+        """Seconds until one more request fits both limits (0 when it fits now)."""
+        now = self._clock()
+        while self._starts and self._starts[0] <= now - self.window:
+            self._starts.popleft()
+        while self._tokens and self._tokens[0][0] <= now - self.window:
+            self._tokens.popleft()
+        waits = [0.0]
+        if self.rpm and len(self._starts) >= self.rpm:
+            waits.append(self._starts[len(self._starts) - self.rpm] + self.window - now)
+        if self.tpm and self._tokens and sum(n for _, n in self._tokens) >= self.tpm:
+            spent, budget = 0, sum(n for _, n in self._tokens) - self.tpm
+            for ts, n in self._tokens:  # wait until enough of the oldest usage leaves the window
+                spent += n
+                if spent > budget:
+                    waits.append(ts + self.window - now)
+                    break
+        return max(waits)
+
+    def acquire(self) -> float:
+        """Block until a request may start; returns the seconds waited."""
+        waited = 0.0
+        if not (self.rpm or self.tpm):
+            return waited
+        while True:
+            with self._lock:
+                delay = self.wait_time()
+                if delay <= 0:
+                    self._starts.append(self._clock())
+                    return waited
+            self._sleep(delay)
+            waited += delay
+
+    def used(self, tokens: int) -> None:
+        if self.tpm and tokens:
+            with self._lock:
+                self._tokens.append((self._clock(), tokens))
+
+
+class FallbackModel(dg.Config):
+    """Another deployment a member's Router falls back to when its own model keeps failing."""
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
 class EnsembleMember(dg.Config):
     name: str
     model: str
@@ -77,8 +165,10 @@ class EnsembleMember(dg.Config):
     temperature: float = 0.0
     seed: int | None = None
     max_tokens: int = 384
-    rpm: int | None = None
-    max_parallel: int = 1
+    rpm: int | None = None  # requests per minute, enforced here before each request (litellm only routes by it)
+    tpm: int | None = None  # tokens per minute, enforced here from the usage of the last minute's answers
+    max_parallel: int = 1  # requests in flight at once for this member; callers wait for a slot
+    fallbacks: list[FallbackModel] = Field(default_factory=list)  # tried in order by the member's Router after its retries are spent
     vision: bool = False
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
@@ -92,7 +182,7 @@ class EnsembleMember(dg.Config):
 
 class LLMAnswer(pydantic.BaseModel):
     member: str
-    model: str
+    model: str  # the model that answered: the member's own, or the fallback the Router used
     parsed: dict | None
     raw: str
     error: str | None
@@ -145,7 +235,26 @@ CREATE TABLE IF NOT EXISTS llm_ledger (
 );
 CREATE INDEX IF NOT EXISTS llm_ledger_stage ON llm_ledger(stage);
 CREATE INDEX IF NOT EXISTS llm_ledger_run ON llm_ledger(run_id);
+CREATE INDEX IF NOT EXISTS llm_ledger_key ON llm_ledger(cache_key);
+CREATE TABLE IF NOT EXISTS llm_outputs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    call_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    raw TEXT NOT NULL,
+    reasoning TEXT,
+    refusal TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS llm_outputs_call ON llm_outputs(call_id);
 """
+# Columns added after the first release of the ledger; old cache files gain them on open.
+_LEDGER_ADDED = {"quarter": "TEXT NOT NULL DEFAULT ''", "call_id": "TEXT", "requested_model": "TEXT"}
+_CACHE_INSERT = (
+    "INSERT OR REPLACE INTO llm_cache (key, model, member, template_id, template_hash, raw, reasoning, parsed_json,"
+    " prompt_tokens, completion_tokens, cost_usd, created_ts, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_CACHE_ADDED = {"error": "TEXT"}  # a model's settled failure (refusal, invalid answer after the re-ask)
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -156,17 +265,32 @@ class LLMResource(dg.ConfigurableResource):
     local_n_threads: int = 2
     num_retries: int = 2
     timeout_s: float = 120
+    # A refusal or an answer still invalid after the re-ask is cached as that model's failure, so re-runs do not
+    # pay for it again; set this to ask such calls again (transport errors are never cached).
+    retry_failed: bool = False
+    # Claims a model stage works on at once (threads); each member's max_parallel/rpm/tpm still bound its calls.
+    parallel_claims: int = 1
 
-    _lock: Any = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)  # made per instance, also for copies
     _server: Any = PrivateAttr(default=None)
     _routers: Any = PrivateAttr(default=None)
     _semaphores: Any = PrivateAttr(default=None)
+    _limiters: Any = PrivateAttr(default=None)
+    _conns: Any = PrivateAttr(default=None)
     _db_ready: bool = PrivateAttr(default=False)
     _run_id: str = PrivateAttr(default="")
+    _quarter: str = PrivateAttr(default="")
 
     # ---- lifecycle -------------------------------------------------------------------------
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._run_id = getattr(context, "run_id", None) or ""
+        run = getattr(context, "dagster_run", None)
+        key = (run.tags.get("dagster/partition") if run is not None else None) or ""
+        self._quarter = _quarter_label(key)
+
+    def set_quarter(self, quarter: str) -> None:
+        """Label later ledger rows with this quarter (Dagster runs set it from their partition)."""
+        self._quarter = _quarter_label(quarter)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         self.close()
@@ -177,11 +301,9 @@ class LLMResource(dg.ConfigurableResource):
         if server is not None:
             server.stop()
         self._routers = {}
+        self._close_db()
 
     def _state_lock(self) -> threading.Lock:
-        # pydantic private defaults must be picklable/copyable, so the lock is made on first use
-        if self._lock is None:
-            self._lock = threading.RLock()
         return self._lock
 
     @property
@@ -216,8 +338,19 @@ class LLMResource(dg.ConfigurableResource):
                 self._server = server
             return self._server
 
+    def _deployment(self, model: str, api_base: str | None, api_key_env: str | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": model, "timeout": self.timeout_s}
+        if model.startswith(LOCAL_PREFIX):
+            base = api_base or self.local_server().api_base  # no api_base: the embedded server
+            params.update(model="openai/" + model[len(LOCAL_PREFIX):], api_base=base, api_key=_LOCAL_API_KEY)
+        elif api_base:
+            params["api_base"] = api_base
+        if api_key_env:
+            params["api_key"] = os.environ.get(api_key_env) or ""
+        return params
+
     def _router(self, m: EnsembleMember):
-        """One litellm Router per member: it is the only retry/cooldown/rpm loop around the transport."""
+        """One litellm Router per member: the only retry/cooldown loop around the transport, with its fallbacks."""
         with self._state_lock():
             if self._routers is None:
                 self._routers = {}
@@ -225,27 +358,45 @@ class LLMResource(dg.ConfigurableResource):
             if router is not None:
                 return router
             litellm = _import_litellm()
-            params: dict[str, Any] = {"model": m.model, "timeout": self.timeout_s}
-            if m.is_embedded:
-                params.update(model="openai/" + m.model[len(LOCAL_PREFIX):], api_base=self.local_server().api_base,
-                              api_key=_LOCAL_API_KEY)
-            elif m.model.startswith(LOCAL_PREFIX):
-                params.update(model="openai/" + m.model[len(LOCAL_PREFIX):], api_base=m.api_base,
-                              api_key=_LOCAL_API_KEY)
-            else:
-                if m.api_base:
-                    params["api_base"] = m.api_base
-            if m.api_key_env:
-                params["api_key"] = os.environ.get(m.api_key_env) or ""
-            if m.rpm:
-                params["rpm"] = m.rpm
+            params = self._deployment(m.model, m.api_base, m.api_key_env)
+            # litellm reads rpm/tpm for routing only; the blocking limits are this resource's (see _limiter)
+            params.update({k: v for k, v in (("rpm", m.rpm), ("tpm", m.tpm)) if v})
+            # litellm prices each answer itself; with the member's own prices it skips the cost-map search
+            params.update({k: v for k, v in (("input_cost_per_token", m.input_cost_per_token),
+                                             ("output_cost_per_token", m.output_cost_per_token)) if v is not None})
+            model_list = [{"model_name": m.name, "litellm_params": params, "model_info": {"id": f"{m.name}#0"}}]
+            names = []
+            for i, fb in enumerate(m.fallbacks, 1):
+                names.append(f"{m.name}~fallback{i}")
+                model_list.append({"model_name": names[-1], "model_info": {"id": f"{m.name}#{i}"},
+                                   "litellm_params": self._deployment(fb.model, fb.api_base, fb.api_key_env)})
             router = litellm.Router(
-                model_list=[{"model_name": m.name, "litellm_params": params}],
+                model_list=model_list,
                 num_retries=self.num_retries,
                 timeout=self.timeout_s,
+                fallbacks=[{m.name: names}] if names else [],
             )
             self._routers[m.name] = router
             return router
+
+    def _served_model(self, m: EnsembleMember, response: Any) -> str:
+        """The configured model string of the deployment that answered (a fallback's, after a fallback)."""
+        hidden = getattr(response, "_hidden_params", None) or {}
+        model_id = str(hidden.get("model_id") or "")
+        if model_id.startswith(f"{m.name}#"):
+            i = int(model_id.rsplit("#", 1)[1])
+            if 0 < i <= len(m.fallbacks):
+                return m.fallbacks[i - 1].model
+        return m.model
+
+    def _limiter(self, m: EnsembleMember) -> "RateLimiter":
+        with self._state_lock():
+            if self._limiters is None:
+                self._limiters = {}
+            limiter = self._limiters.get(m.name)
+            if limiter is None:
+                limiter = self._limiters[m.name] = RateLimiter(rpm=m.rpm, tpm=m.tpm)
+            return limiter
 
     def _semaphore(self, m: EnsembleMember) -> threading.Semaphore:
         with self._state_lock():
@@ -257,15 +408,44 @@ class LLMResource(dg.ConfigurableResource):
             return sem
 
     # ---- storage ---------------------------------------------------------------------------
+    @contextmanager
+    def _db(self):
+        """This thread's connection, opened once: closing the last connection to a WAL file checkpoints it (slow)."""
+        with self._state_lock():
+            if self._conns is None:
+                self._conns = threading.local(), []
+        local, opened = self._conns
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = self._connect()
+            with self._state_lock():
+                opened.append(conn)
+        yield conn
+
+    def _close_db(self) -> None:
+        conns, self._conns = self._conns, None
+        for conn in conns[1] if conns else []:
+            conn.close()
+
     def _connect(self) -> sqlite3.Connection:
         path = Path(self.cache_path)
         if not self._db_ready:
             path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute("PRAGMA synchronous=NORMAL")  # WAL stays consistent; a power cut may lose the last few rows
         if not self._db_ready:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA_SQL)
+            for table, added in (("llm_ledger", _LEDGER_ADDED), ("llm_cache", _CACHE_ADDED)):
+                have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                for column, decl in added.items():
+                    if column not in have:
+                        try:
+                            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                        except sqlite3.OperationalError:  # another process added it first
+                            pass
+            conn.execute("CREATE INDEX IF NOT EXISTS llm_ledger_quarter ON llm_ledger(quarter)")
             self._db_ready = True
         return conn
 
@@ -285,29 +465,82 @@ class LLMResource(dg.ConfigurableResource):
         }
         return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
-    def _cache_get(self, key: str) -> tuple[str, dict] | None:
-        with closing(self._connect()) as conn:
-            row = conn.execute("SELECT raw, parsed_json FROM llm_cache WHERE key=?", (key,)).fetchone()
-        return (row[0], json.loads(row[1])) if row else None
+    def _cache_get(self, key: str) -> tuple[str, dict | None, str | None, str] | None:
+        """(raw, parsed, error, model that answered) of a settled call; a cached failure counts only while
+        retry_failed is off."""
+        with self._db() as conn:
+            row = conn.execute("SELECT raw, parsed_json, error, model FROM llm_cache WHERE key=?", (key,)).fetchone()
+        if row is None or (row[2] and self.retry_failed):
+            return None
+        return row[0], json.loads(row[1]), row[2], row[3]
 
-    def _cache_put(self, key: str, m: EnsembleMember, template_id: str, template_hash: str, raw: str,
-                   reasoning: str | None, parsed: dict, pt: int, ct: int, cost: float) -> None:
-        with closing(self._connect()) as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO llm_cache VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (key, m.model, m.name, template_id, template_hash, raw, reasoning, canonical_json(parsed),
-                 pt, ct, cost, time.time()),
-            )
+    @staticmethod
+    def _cache_row(key: str, m: EnsembleMember, template_id: str, template_hash: str, raw: str,
+                   reasoning: str | None, parsed: dict | None, pt: int, ct: int, cost: float,
+                   error: str | None = None) -> tuple:
+        return (key, m.model, m.name, template_id, template_hash, raw, reasoning, canonical_json(parsed),
+                pt, ct, cost, time.time(), error)
 
-    def _ledger_add(self, *, stage: str, template_id: str, key: str, attempts: int, ans: LLMAnswer) -> None:
-        with closing(self._connect()) as conn:
+    def _cache_put(self, *args, **kwargs) -> None:
+        with self._db() as conn:
+            conn.execute(_CACHE_INSERT, self._cache_row(*args, **kwargs))
+
+    def _ledger_add(self, *, stage: str, template_id: str, key: str, attempts: int, ans: LLMAnswer,
+                    call_id: str | None = None, outputs: list[tuple] = (), requested_model: str = "",
+                    cache_row: tuple | None = None) -> None:
+        """One ledger row per call, every raw answer it got, and its cache entry, in one transaction."""
+        with self._db() as conn, conn:
+            conn.execute("BEGIN")
+            if cache_row is not None:
+                conn.execute(_CACHE_INSERT, cache_row)
             conn.execute(
                 "INSERT INTO llm_ledger (ts, run_id, stage, member, model, template_id, cache_key, attempts,"
-                " prompt_tokens, completion_tokens, cost_usd, latency_s, cache_hit, error)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " prompt_tokens, completion_tokens, cost_usd, latency_s, cache_hit, error, quarter, call_id,"
+                " requested_model) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (time.time(), self._run_id, stage, ans.member, ans.model, template_id, key, attempts,
-                 ans.prompt_tokens, ans.completion_tokens, ans.cost_usd, ans.latency_s, int(ans.cache_hit), ans.error),
+                 ans.prompt_tokens, ans.completion_tokens, ans.cost_usd, ans.latency_s, int(ans.cache_hit), ans.error,
+                 self._quarter, call_id, requested_model or ans.model),
             )
+            conn.executemany(
+                "INSERT INTO llm_outputs (call_id, attempt, ts, raw, reasoning, refusal, error) VALUES (?,?,?,?,?,?,?)",
+                [(call_id, *row) for row in outputs],
+            )
+
+    def raw_outputs(self, stage: str, run_id: str) -> list[dict]:
+        """Every call of one stage in one run with its raw answer(s) and reasoning; cache hits give the cached ones."""
+        with self._db() as conn:
+            calls = conn.execute(
+                # a cache hit shows the answers of the call that filled the cache
+                "SELECT l.id, l.member, l.model, l.template_id, l.cache_key, l.cache_hit, l.attempts, l.error,"
+                " CASE WHEN l.cache_hit = 0 THEN l.call_id ELSE (SELECT o.call_id FROM llm_ledger o"
+                "  WHERE o.cache_key = l.cache_key AND o.cache_hit = 0 AND o.call_id IS NOT NULL"
+                "  ORDER BY o.id DESC LIMIT 1) END, c.raw, c.reasoning"
+                " FROM llm_ledger l LEFT JOIN llm_cache c ON c.key = l.cache_key"
+                " WHERE l.stage=? AND l.run_id=? ORDER BY l.id", (stage, run_id),
+            ).fetchall()
+            attempts: dict[str, list] = {}
+            ids = [c[8] for c in calls if c[8]]
+            for chunk in range(0, len(ids), 500):
+                part = ids[chunk:chunk + 500]
+                rows = conn.execute(
+                    f"SELECT call_id, attempt, raw, reasoning, refusal, error FROM llm_outputs WHERE call_id IN"
+                    f" ({','.join('?' * len(part))}) ORDER BY call_id, attempt", part,
+                ).fetchall()
+                for r in rows:
+                    attempts.setdefault(r[0], []).append(
+                        {"attempt": r[1], "raw": r[2], "reasoning": r[3], "refusal": r[4], "error": r[5]})
+        out = []
+        for (_, member, model, template_id, key, hit, n, error, call_id, cached_raw, cached_reasoning) in calls:
+            tried = attempts.get(call_id or "", [])
+            last = tried[-1] if tried else {}
+            out.append({
+                "member": member, "model": model, "template_id": template_id, "cache_key": key,
+                "cache_hit": bool(hit), "attempts": int(n), "error": error or "",
+                "raw": cached_raw if hit else last.get("raw", ""),
+                "reasoning": (cached_reasoning if hit else last.get("reasoning")) or "",
+                "attempts_json": json.dumps(tried, ensure_ascii=False),
+            })
+        return out
 
     def ledger_summary(self, stage: str | None = None, run_id: str | None = None) -> dict:
         """Totals over the ledger, optionally for one stage and/or run, plus a per-member breakdown."""
@@ -317,21 +550,24 @@ class LLMResource(dg.ConfigurableResource):
         if run_id is not None:
             where.append("run_id=?"); args.append(run_id)
         clause = (" WHERE " + " AND ".join(where)) if where else ""
-        cols = ("COUNT(*), COALESCE(SUM(cache_hit),0), COALESCE(SUM(prompt_tokens),0),"
-                " COALESCE(SUM(completion_tokens),0), COALESCE(SUM(cost_usd),0),"
-                " COALESCE(SUM(error IS NOT NULL),0), COALESCE(SUM(latency_s),0)")
-
-        def pack(r) -> dict:
-            calls, hits = int(r[0]), int(r[1])
-            return {"calls": calls, "cache_hits": hits, "hit_rate": (hits / calls) if calls else 0.0,
-                    "prompt_tokens": int(r[2]), "completion_tokens": int(r[3]), "cost_usd": float(r[4]),
-                    "errors": int(r[5]), "latency_s": float(r[6])}
-
-        with closing(self._connect()) as conn:
-            total = pack(conn.execute(f"SELECT {cols} FROM llm_ledger{clause}", args).fetchone())
-            rows = conn.execute(f"SELECT member, {cols} FROM llm_ledger{clause} GROUP BY member", args).fetchall()
-        total["by_member"] = {r[0]: pack(r[1:]) for r in rows}
+        with self._db() as conn:
+            total = _pack(conn.execute(f"SELECT {_SUMS} FROM llm_ledger{clause}", args).fetchone())
+            rows = conn.execute(f"SELECT member, {_SUMS} FROM llm_ledger{clause} GROUP BY member", args).fetchall()
+        total["by_member"] = {r[0]: _pack(r[1:]) for r in rows}
         return total
+
+    def ledger_report(self, quarter: str | None = None) -> dict:
+        """The ledger of one quarter (or all of it): totals, by model and by stage; for ``veritas costs``."""
+        clause, args = ("", []) if quarter is None else (" WHERE quarter=?", [_quarter_label(quarter)])
+        with self._db() as conn:
+            total = _pack(conn.execute(f"SELECT {_SUMS} FROM llm_ledger{clause}", args).fetchone())
+            by = {
+                group: {r[0]: _pack(r[1:]) for r in conn.execute(
+                    f"SELECT {column}, {_SUMS} FROM llm_ledger{clause} GROUP BY {column} ORDER BY {column}", args)}
+                for group, column in (("by_model", "model"), ("by_stage", "stage"), ("by_member", "member"))
+            }
+            quarters = [r[0] for r in conn.execute("SELECT DISTINCT quarter FROM llm_ledger ORDER BY quarter")]
+        return {"quarter": _quarter_label(quarter) if quarter else None, **total, **by, "quarters_in_ledger": quarters}
 
     # ---- calls -----------------------------------------------------------------------------
     def _cost(self, m: EnsembleMember, response: Any, pt: int, ct: int) -> float:
@@ -339,9 +575,12 @@ class LLMResource(dg.ConfigurableResource):
             return pt * (m.input_cost_per_token or 0.0) + ct * (m.output_cost_per_token or 0.0)
         if m.model.startswith(LOCAL_PREFIX):
             return 0.0
+        known = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        if isinstance(known, (int, float)):  # litellm priced it already from the same cost map (0: unmapped)
+            return float(known)
         try:
             return float(_import_litellm().completion_cost(completion_response=response, model=m.model) or 0.0)
-        except Exception:
+        except Exception:  # noqa: BLE001 - litellm raises many kinds for an unmapped model
             return 0.0  # model missing from the bundled cost map: set the member's per-token overrides instead
 
     def _response_format(self, m: EnsembleMember, schema: dict) -> dict:
@@ -374,10 +613,14 @@ class LLMResource(dg.ConfigurableResource):
 
         hit = self._cache_get(key)
         if hit is not None:
-            ans = LLMAnswer(member=m.name, model=m.model, parsed=hit[1], raw=hit[0], error=None, cache_hit=True,
+            ans = LLMAnswer(member=m.name, model=hit[3], parsed=hit[1], raw=hit[0], error=hit[2], cache_hit=True,
                             prompt_tokens=0, completion_tokens=0, cost_usd=0.0, latency_s=time.monotonic() - t0)
             self._ledger_add(stage=stage, template_id=template_id, key=key, attempts=0, ans=ans)
             return ans
+        call_id = uuid.uuid4().hex
+        outputs: list[tuple] = []  # (attempt, ts, raw, reasoning, refusal, error) of every answer received
+        served = m.model
+        cache_row: tuple | None = None
 
         convo = list(sent)
         pt = ct = 0
@@ -388,46 +631,59 @@ class LLMResource(dg.ConfigurableResource):
         attempts = 0
         try:
             router = self._router(m)
-        except Exception as e:  # e.g. the embedded server failed to start
+        except Exception as e:  # noqa: BLE001 - e.g. the embedded server failed to start
             router, error = None, f"transport: {type(e).__name__}: {e}"
         while router is not None and attempts < max(1, parse_attempts):
             attempts += 1
+            limiter = self._limiter(m)
             try:
                 with self._semaphore(m):
+                    limiter.acquire()
                     resp = router.completion(
                         model=m.name, messages=convo, temperature=m.temperature, seed=m.seed,
                         max_tokens=m.max_tokens, response_format=self._response_format(m, schema),
                     )
-            except Exception as e:  # the Router already retried; anything left is the provider's failure
+            except Exception as e:  # noqa: BLE001 - the Router already retried and fell back: a failure
                 error = f"transport: {type(e).__name__}: {str(e)[:500]}"
                 break
+            served = self._served_model(m, resp)
             usage = getattr(resp, "usage", None)
             p = int(getattr(usage, "prompt_tokens", 0) or 0)
             c = int(getattr(usage, "completion_tokens", 0) or 0)
+            limiter.used(p + c)
             pt, ct = pt + p, ct + c
-            cost += self._cost(m, resp, p, c)
+            answered = m if served == m.model else m.model_copy(update={"model": served})
+            cost += self._cost(answered, resp, p, c)
             msg = resp.choices[0].message
             raw = msg.content or ""
             reasoning = getattr(msg, "reasoning_content", None)
             refusal = getattr(msg, "refusal", None)
             try:
                 if refusal:
-                    raise ValueError(f"refusal: {refusal}")
+                    raise RefusalError(str(refusal))
                 obj = parse_json_text(raw)
                 parsed = response_model.model_validate(obj).model_dump(mode="json")
                 error = None
-                self._cache_put(key, m, template_id, template_hash, raw, reasoning, parsed, pt, ct, cost)
+                outputs.append((attempts, time.time(), raw, reasoning, refusal, None))
+                cache_row = self._cache_row(key, answered, template_id, template_hash, raw, reasoning, parsed, pt, ct,
+                                            cost)
                 break
             except (ValueError, pydantic.ValidationError) as e:  # JSONDecodeError is a ValueError
-                error = f"invalid_output: {type(e).__name__}: {str(e)[:300]}"
+                kind = "refusal" if isinstance(e, RefusalError) else "invalid_output"
+                error = f"{kind}: {type(e).__name__}: {str(e)[:300]}"
+                outputs.append((attempts, time.time(), raw, reasoning, refusal, error))
                 convo = convo + [
                     {"role": "assistant", "content": raw},
                     {"role": "user", "content": "That answer was rejected (" + str(e)[:200].replace("\n", " ")
                      + "). Reply again with only one JSON object that matches the schema exactly."},
                 ]
 
-        ans = LLMAnswer(member=m.name, model=m.model, parsed=parsed if error is None else None, raw=raw, error=error,
+        if error is not None and not error.startswith("transport"):
+            cache_row = self._cache_row(key, m.model_copy(update={"model": served}), template_id, template_hash, raw,
+                                        None, None, pt, ct, cost, error)
+        ans = LLMAnswer(member=m.name, model=served, parsed=parsed if error is None else None, raw=raw, error=error,
                         cache_hit=False, prompt_tokens=pt, completion_tokens=ct, cost_usd=cost,
                         latency_s=time.monotonic() - t0)
-        self._ledger_add(stage=stage, template_id=template_id, key=key, attempts=attempts, ans=ans)
+        self._ledger_add(stage=stage, template_id=template_id, key=key, attempts=attempts, ans=ans, call_id=call_id,
+                         outputs=outputs, requested_model=m.model, cache_row=cache_row)
         return ans
