@@ -1,7 +1,14 @@
-"""Job 2, MSE-based evaluation: predicted vs gold integrity and property scores, by modality and language."""
+"""Job 2, MSE-based evaluation: predicted vs gold integrity and property scores.
+
+Plain functions first (pairing, metrics, grouping per quarter / modality / language, the longitudinal
+view against a knowledge cut-off, the confusion matrix, the table, the plots), then the asset.
+Metrics are exact floats; only the text table rounds.
+"""
 
 import json
+import math
 from collections import defaultdict
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
@@ -10,11 +17,22 @@ import polars as pl
 from assets.common import quarter_of_context, stage_asset
 from assets.predictions import load_release
 from assets.scored_claims import bin3, bin7
+from assets.verifier_contamination import (
+    check_claim,
+    contamination_report,
+    controlled_ids,
+)
+from dagster_project.config import PipelineResource
+from dagster_project.partitions import quarter_of, to_label
+from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
 from schemas.frames import from_frame
-from schemas.records import Prediction, ReleaseClaim
+from schemas.records import Article, Prediction, ReleaseClaim
 
 STAGE = "evaluation"
+PROPERTIES = ("integrity", "veracity", "context_coverage", "authenticity", "contextualization")
+MODALITIES = ("text", "image", "video")
+LABELS3 = ("compromised", "unknown", "intact")
 # 3-bin accuracy uses the spec's convention: Intact only above 1/3, boundaries in the inner bin (not >= 0.33).
 
 
@@ -23,59 +41,163 @@ def modality(claim: ReleaseClaim) -> str:
     return "video" if "video" in kinds else "image" if "image" in kinds else "text"
 
 
-def pairs(gold: list[ReleaseClaim], predictions: list[Prediction]) -> list[dict]:
-    """One row per (claim, property[, medium]) that both sides score; a property missing on either side is left out."""
+def pairs(gold: list[ReleaseClaim], predictions: list[Prediction], quarter: str = "") -> list[dict]:
+    """One row per (claim, property[, medium]) that both sides score; a property missing on either side is left out.
+
+    Media are matched by their release id, never by position.
+    """
     by_id = {p.claim_id: p for p in predictions}
     rows = []
     for claim in gold:
         pred = by_id.get(claim.id)
         if pred is None:
             continue
-        common = {"claim_id": claim.id, "modality": modality(claim), "language": claim.language or "unknown"}
+        common = {"claim_id": claim.id, "quarter": quarter or pred.quarter, "modality": modality(claim),
+                  "language": claim.language or "unknown"}
         targets = [
-            ("integrity", claim.integrity.score, pred.integrity),
-            ("veracity", claim.veracity.score if claim.veracity else None, pred.veracity),
-            ("context_coverage", claim.context_coverage.score if claim.context_coverage else None, pred.context_coverage),
+            ("integrity", -1, claim.integrity.score, pred.integrity),
+            ("veracity", -1, claim.veracity.score if claim.veracity else None, pred.veracity),
+            ("context_coverage", -1, claim.context_coverage.score if claim.context_coverage else None,
+             pred.context_coverage),
         ]
         predicted_media = {m.id: m for m in pred.media}
         for m in claim.media:
             p = predicted_media.get(m.id)
             for prop in ("authenticity", "contextualization"):
                 gold_verdict = getattr(m, prop)
-                targets.append((prop, gold_verdict.score if gold_verdict else None, getattr(p, prop) if p else None))
-        rows += [{**common, "property": prop, "gold": g, "pred": p} for prop, g, p in targets if g is not None and p is not None]
+                targets.append((prop, m.id, gold_verdict.score if gold_verdict else None,
+                                getattr(p, prop) if p else None))
+        rows += [{**common, "property": prop, "medium_id": mid, "gold": g, "pred": p}
+                 for prop, mid, g, p in targets if g is not None and p is not None]
     return rows
 
 
 def metrics(rows: list[dict]) -> dict:
+    """MSE, MAE, 3-bin and 7-bin accuracy over paired rows (exact floats; None when nothing is paired)."""
     if not rows:
         return {"n": 0, "mse": None, "mae": None, "acc3": None, "acc7": None}
     n = len(rows)
     return {
         "n": n,
-        "mse": round(sum((r["gold"] - r["pred"]) ** 2 for r in rows) / n, 4),
-        "mae": round(sum(abs(r["gold"] - r["pred"]) for r in rows) / n, 4),
-        "acc3": round(sum(bin3(r["gold"]) == bin3(r["pred"]) for r in rows) / n, 4),
-        "acc7": round(sum(bin7(r["gold"]) == bin7(r["pred"]) for r in rows) / n, 4),
+        "mse": math.fsum((r["gold"] - r["pred"]) ** 2 for r in rows) / n,
+        "mae": math.fsum(abs(r["gold"] - r["pred"]) for r in rows) / n,
+        "acc3": sum(bin3(r["gold"]) == bin3(r["pred"]) for r in rows) / n,
+        "acc7": sum(bin7(r["gold"]) == bin7(r["pred"]) for r in rows) / n,
     }
 
 
-def evaluate(gold: list[ReleaseClaim], predictions: list[Prediction]) -> dict:
-    """Per property overall, and integrity per modality and per language."""
-    rows = pairs(gold, predictions)
+def confusion(rows: list[dict], bins: int = 3) -> dict:
+    """Gold (rows) x predicted (columns) counts in the 3-bin or 7-bin scheme."""
+    labels = list(LABELS3) if bins == 3 else list(range(7))
+    index = {label: i for i, label in enumerate(labels)}
+    binner = bin3 if bins == 3 else bin7
+    matrix = [[0] * len(labels) for _ in labels]
+    for r in rows:
+        matrix[index[binner(r["gold"])]][index[binner(r["pred"])]] += 1
+    return {"labels": labels, "matrix": matrix}
+
+
+def evaluate(gold: list[ReleaseClaim], predictions: list[Prediction], quarter: str = "") -> dict:
+    """Per property overall; integrity per modality and per language; every property per modality; confusion."""
+    rows = pairs(gold, predictions, quarter)
+    grouped: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    by_modality: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        grouped["property"][r["property"]].append(r)
+        by_modality[r["modality"]][r["property"]].append(r)
+        if r["property"] == "integrity":
+            grouped["modality"][r["modality"]].append(r)
+            grouped["language"][r["language"]].append(r)
+    covered = {r["claim_id"] for r in rows if r["property"] == "integrity"}
+    integrity = grouped["property"].get("integrity", [])
+    return {
+        "claims": len(gold),
+        "predicted": len(covered),
+        "coverage": len(covered) / len(gold) if gold else 0.0,
+        "gold_modalities": {k: sum(modality(c) == k for c in gold) for k in MODALITIES},
+        **{axis: {k: metrics(v) for k, v in sorted(groups.items())} for axis, groups in sorted(grouped.items())},
+        "modality_property": {mod: {p: metrics(v) for p, v in sorted(props.items())}
+                              for mod, props in sorted(by_modality.items())},
+        "confusion3": confusion(integrity, 3),
+        "confusion7": confusion(integrity, 7),
+    }
+
+
+# ------------------------------------------------------------------------------ quarters, cut-off
+
+
+def quarter_number(label: str) -> int:
+    """Quarters as consecutive integers (2024Q4 -> 8099, 2025Q1 -> 8100)."""
+    label = to_label(label)
+    return int(label[:4]) * 4 + int(label[5]) - 1
+
+
+def cutoff_position(cutoff: str) -> float | None:
+    """Where a cut-off sits on the quarter axis: a quarter label means its end; a date its point inside its quarter."""
+    if not cutoff:
+        return None
+    try:
+        return quarter_number(cutoff) + 0.5  # end of that quarter: between it and the next tick
+    except ValueError:
+        day = date.fromisoformat(cutoff[:10])
+        label = quarter_of(day)
+        start = date(day.year, 3 * (int(label[5]) - 1) + 1, 1)
+        return quarter_number(label) - 0.5 + (day - start).days / 91.25
+
+
+def relation_to_cutoff(quarter: str, cutoff: str) -> str:
+    """"before" when the whole quarter lies before the model's cut-off, else "after" (leakage impossible)."""
+    pos = cutoff_position(cutoff)
+    if pos is None:
+        return "unknown"
+    return "before" if quarter_number(quarter) + 0.5 <= pos + 1e-9 else "after"
+
+
+def evaluate_quarters(data: dict[str, tuple[list[ReleaseClaim], list[Prediction]]], cutoff: str = "",
+                      system: str = "") -> dict:
+    """A report per quarter, overall, and the longitudinal view (before vs after the knowledge cut-off)."""
+    quarters = {q: evaluate(g, p, q) for q, (g, p) in sorted(data.items(), key=lambda kv: quarter_number(kv[0]))}
+    all_rows = [r for q, (g, p) in data.items() for r in pairs(g, p, q)]
+    integrity = [r for r in all_rows if r["property"] == "integrity"]
+    side: dict[str, list] = defaultdict(list)
+    for r in integrity:
+        side[relation_to_cutoff(r["quarter"], cutoff)].append(r)
+    return {
+        "system": system,
+        "knowledge_cutoff": cutoff,
+        "quarters": quarters,
+        "overall": evaluate([c for g, _ in data.values() for c in g], [p for _, ps in data.values() for p in ps])
+        if len(data) == 1 else _overall(all_rows, data),
+        "longitudinal": {
+            "cutoff": cutoff,
+            "by_quarter": [{"quarter": q, "relation": relation_to_cutoff(q, cutoff),
+                            **quarters[q].get("property", {}).get("integrity", metrics([]))} for q in quarters],
+            "before": metrics(side.get("before", [])),
+            "after": metrics(side.get("after", [])),
+        },
+    }
+
+
+def _overall(rows: list[dict], data: dict) -> dict:
+    """The pooled report across quarters (claim ids are per quarter, so rows are pooled, not claims)."""
     grouped: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         grouped["property"][r["property"]].append(r)
         if r["property"] == "integrity":
             grouped["modality"][r["modality"]].append(r)
             grouped["language"][r["language"]].append(r)
-    covered = {r["claim_id"] for r in rows if r["property"] == "integrity"}
+            grouped["quarter"][r["quarter"]].append(r)
+    claims = sum(len(g) for g, _ in data.values())
+    covered = sum(1 for r in rows if r["property"] == "integrity")
+    integrity = grouped["property"].get("integrity", [])
     return {
-        "claims": len(gold),
-        "predicted": len(covered),
-        "coverage": round(len(covered) / len(gold), 4) if gold else 0.0,
+        "claims": claims, "predicted": covered, "coverage": covered / claims if claims else 0.0,
         **{axis: {k: metrics(v) for k, v in sorted(groups.items())} for axis, groups in sorted(grouped.items())},
+        "confusion3": confusion(integrity, 3), "confusion7": confusion(integrity, 7),
     }
+
+
+# ------------------------------------------------------------------------------------ outputs
 
 
 def report_rows(report: dict, quarter: str, system: str) -> pl.DataFrame:
@@ -89,32 +211,268 @@ def report_rows(report: dict, quarter: str, system: str) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
+def report_table(full: dict) -> pl.DataFrame:
+    """Every quarter's rows (property, modality, language) of a multi-quarter report as one frame."""
+    frames = [report_rows(r, q, full.get("system", "")) for q, r in full["quarters"].items()]
+    return pl.concat(frames) if frames else report_rows({}, "", "")
+
+
+def text_table(full: dict) -> str:
+    """A fixed-width table for terminals and the README: one block per quarter, then the longitudinal lines."""
+    def fmt(v, digits=4):
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    lines = [f"system: {full.get('system') or '-'}   knowledge cut-off: {full.get('knowledge_cutoff') or '-'}",
+             f"{'quarter':8} {'axis':9} {'group':18} {'n':>5} {'MSE':>7} {'MAE':>7} {'acc3':>7} {'acc7':>7}"]
+    for row in report_table(full).iter_rows(named=True):
+        lines.append(f"{row['quarter']:8} {row['axis']:9} {row['group'][:18]:18} {row['n']:>5} {fmt(row['mse']):>7} "
+                     f"{fmt(row['mae']):>7} {fmt(row['acc3']):>7} {fmt(row['acc7']):>7}")
+    lon = full["longitudinal"]
+    for side in ("before", "after"):
+        m = lon[side]
+        lines.append(f"integrity {side} cut-off: n={m['n']} MSE={fmt(m['mse'])} acc3={fmt(m['acc3'])}")
+    return "\n".join(lines) + "\n"
+
+
+def plot_mse_by_quarter(full: dict, path: Path) -> Path:
+    """Integrity MSE (and MAE) per quarter, with a vertical line at the knowledge cut-off."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [p for p in full["longitudinal"]["by_quarter"] if p["mse"] is not None]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    xs = [quarter_number(p["quarter"]) for p in points]
+    ax.plot(xs, [p["mse"] for p in points], marker="o", label="integrity MSE")
+    ax.plot(xs, [p["mae"] for p in points], marker="s", linestyle="--", alpha=0.7, label="integrity MAE")
+    cut = cutoff_position(full.get("knowledge_cutoff", ""))
+    if cut is not None:
+        ax.axvline(cut, color="red", linestyle=":", label=f"knowledge cut-off ({full['knowledge_cutoff']})")
+    ticks = sorted(set(xs) | ({round(cut - 0.5)} if cut is not None else set()))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t // 4}Q{t % 4 + 1}" for t in ticks], rotation=45)
+    ax.set_ylabel("error (scores in [-1, 1])")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"Integrity error by quarter: {full.get('system') or 'predictions'}")
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_confusion(conf: dict, path: Path, title: str = "Integrity, 3 bins") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels, matrix = conf["labels"], conf["matrix"]
+    fig, ax = plt.subplots(figsize=(4.5, 4), dpi=100)
+    ax.imshow(matrix, cmap="Blues")
+    top = max((v for row in matrix for v in row), default=0)
+    for i, row in enumerate(matrix):
+        for j, v in enumerate(row):
+            ax.text(j, i, str(v), ha="center", va="center", color="white" if top and v > top / 2 else "black")
+    ax.set_xticks(range(len(labels)), [str(x) for x in labels], rotation=30)
+    ax.set_yticks(range(len(labels)), [str(x) for x in labels])
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    ax.set_title(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def write_report(full: dict, out: Path) -> dict[str, Path]:
+    """evaluation.json, evaluation.txt (the table), evaluation.csv and the two PNG plots in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": out / "evaluation.json", "table": out / "evaluation.txt", "csv": out / "evaluation.csv",
+        "mse_plot": out / "mse_by_quarter.png", "confusion_plot": out / "confusion_integrity.png",
+    }
+    paths["json"].write_text(json.dumps(full, indent=2, ensure_ascii=False, default=str))
+    paths["table"].write_text(text_table(full))
+    report_table(full).write_csv(paths["csv"])
+    plot_mse_by_quarter(full, paths["mse_plot"])
+    plot_confusion(full["overall"]["confusion3"], paths["confusion_plot"])
+    return paths
+
+
+def find_releases(folder: Path) -> dict[str, Path]:
+    """Release folders under ``folder``: a release itself, a quarter folder with LATEST, or a folder of quarters.
+
+    The quarter comes from meta.json (``year``, ``quarter``), else from a folder name such as ``2025Q4``.
+    """
+    folder = Path(folder)
+
+    def quarter_of_release(release: Path) -> str:
+        try:
+            meta = json.loads((release / "meta.json").read_text())
+            return f"{int(meta['year'])}Q{int(str(meta['quarter']).lstrip('Qq'))}"
+        except (OSError, ValueError, KeyError):
+            for part in (release.name, release.parent.name):
+                try:
+                    return to_label(part)
+                except ValueError:
+                    continue
+        raise ValueError(f"{release}: cannot tell the quarter (no meta.json and no quarter in the folder name)")
+
+    def resolve(candidate: Path) -> Path | None:
+        if (candidate / "claims.json").is_file():
+            return candidate
+        if (candidate / "LATEST").is_file():
+            return resolve(candidate / (candidate / "LATEST").read_text().strip())
+        return None
+
+    single = resolve(folder)
+    if single is not None:
+        return {quarter_of_release(single): single}
+    found = {}
+    for child in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        release = resolve(child)
+        if release is not None:
+            found[quarter_of_release(release)] = release
+    if not found:
+        raise FileNotFoundError(f"no release (claims.json) in {folder}")
+    return found
+
+
+def _score(value):
+    """A score given as a number or as ``{"score": x}`` (the release format)."""
+    if isinstance(value, dict):
+        value = value.get("score")
+    return None if value is None else float(value)
+
+
+def prediction_from_json(raw: dict, quarter: str, system: str) -> Prediction:
+    """An outside system's prediction: ``claim_id`` (or ``id``) and scores, as numbers or ``{"score": x}``."""
+    media = [{"id": int(m["id"]), "authenticity": _score(m.get("authenticity")),
+              "contextualization": _score(m.get("contextualization"))} for m in raw.get("media") or []]
+    return Prediction.model_validate({
+        "claim_id": int(raw["claim_id"] if "claim_id" in raw else raw["id"]),
+        "quarter": to_label(str(raw.get("quarter") or quarter)),
+        "system": str(raw.get("system") or system),
+        "integrity": _score(raw.get("integrity")), "veracity": _score(raw.get("veracity")),
+        "context_coverage": _score(raw.get("context_coverage")), "media": media,
+        "justification": str(raw.get("justification") or ""),
+    })
+
+
+def load_predictions(path: Path, quarter: str = "", system: str = "") -> list[Prediction]:
+    """Predictions from JSON (a list, ``{"system", "quarter", "predictions"|"claims": [...]}``) or JSON Lines.
+
+    ``quarter``/``system`` fill in what the records do not say; a claims.json-shaped file (release format)
+    is accepted as is, so any system that writes the VeriTaS format can be scored.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError:
+        payload = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(payload, dict):
+        system = str(payload.get("system") or system)
+        quarter = str(payload.get("quarter") or quarter)
+        payload = payload.get("predictions", payload.get("claims", []))
+    if not isinstance(payload, list):
+        raise ValueError(f"{path}: expected a list of predictions")  # noqa: TRY004 - the CLI reports ValueErrors
+    return [prediction_from_json(r, quarter, system or Path(path).stem) for r in payload]
+
+
+def run_contamination(store: StoreResource, llm: LLMResource, pipeline: PipelineResource, quarter: str,
+                      gold: list[ReleaseClaim]) -> dict:
+    """The contamination check for the verifier's backbone over the quarter's claims, against their real articles."""
+    member = pipeline.verifier_member or llm.member_names()[0]
+    texts = {}
+    if store.has_table("articles", quarter):
+        texts = {a.review_url: a.text for a in from_frame(store.read_table("articles", quarter), Article)}
+    results = [check_claim(c, texts.get(c.review_url, ""), llm, member, threshold=pipeline.contamination_threshold)
+               for c in gold]
+    return contamination_report(results, pipeline.contamination_threshold)
+
+
+def release_quarters(store: StoreResource) -> list[str]:
+    """Quarters that have a published release in the store (local folder or S3 bucket)."""
+    quarters = {rel.split("/")[1] for rel in store.list_objects("releases") if rel.endswith("/LATEST")}
+    return sorted((q for q in quarters if _is_quarter(q)), key=quarter_number)
+
+
+def _is_quarter(value: str) -> bool:
+    try:
+        to_label(value)
+    except ValueError:
+        return False
+    return True
+
+
 @stage_asset(
     "evaluation",
-    "MSE, MAE, 3-bin and 7-bin accuracy of the predictions against the release, per property/modality/language.",
+    "MSE, MAE, 3-bin and 7-bin accuracy of the predictions against the release, per property/modality/language, "
+    "with the longitudinal view against the knowledge cut-off and PNG plots.",
     deps=("predictions", "release"),
     kinds=("json", "parquet", "python"),
 )
-def evaluation(context: dg.AssetExecutionContext, store: StoreResource) -> dg.MaterializeResult:
+def evaluation(
+    context: dg.AssetExecutionContext, store: StoreResource, pipeline: PipelineResource, llm: LLMResource
+) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     folder = store.latest_release(quarter)
     if folder is None:
         raise dg.Failure(f"no release for {quarter}")
-    gold = load_release(Path(folder))
     predictions = from_frame(store.read_table("predictions", quarter), Prediction)
     systems = sorted({p.system for p in predictions}) or ["none"]
-    reports = {s: evaluate(gold, [p for p in predictions if p.system == s]) for s in systems}
-    table = pl.concat([report_rows(r, quarter, s) for s, r in reports.items()])
+    # The longitudinal view needs every quarter this store has predicted, not only this partition.
+    data_by_quarter: dict[str, tuple[list, list]] = {quarter: (load_release(Path(folder)), predictions)}
+    for q in release_quarters(store):
+        if q != quarter and store.has_table("predictions", q):
+            data_by_quarter[q] = (load_release(store.latest_release(q)),
+                                  from_frame(store.read_table("predictions", q), Prediction))
+    reports = {}
+    for s in systems:
+        reports[s] = evaluate_quarters(
+            {q: (g, [p for p in ps if p.system == s]) for q, (g, ps) in data_by_quarter.items()},
+            pipeline.knowledge_cutoff, s)
+    contamination = None
+    if pipeline.contamination_check:
+        contamination = run_contamination(store, llm, pipeline, quarter, data_by_quarter[quarter][0])
+        store.write_json(f"reports/{quarter}/contamination.json", contamination)
+        keep = controlled_ids(contamination, [c.id for c in data_by_quarter[quarter][0]])
+        for s, r in reports.items():
+            r["contamination_controlled"] = evaluate(
+                [c for c in data_by_quarter[quarter][0] if c.id in keep], [p for p in predictions if p.system == s], quarter)
+    table = pl.concat([report_rows(r["quarters"][quarter], quarter, s) for s, r in reports.items()])
     version = store.write_table(STAGE, quarter, table, context.run_id)
-    path = store.write_json(f"reports/{quarter}/evaluation.json", {"quarter": quarter, "release": folder.name, "systems": reports})
-    first = reports[systems[0]]
+    payload = {"quarter": quarter, "release": folder.name, "systems": {s: r["quarters"][quarter] for s, r in reports.items()},
+               "longitudinal": {s: r["longitudinal"] for s, r in reports.items()}}
+    if contamination is not None:
+        payload["contamination"] = {k: v for k, v in contamination.items() if k != "claims"}
+        payload["contamination_controlled"] = {s: r["contamination_controlled"] for s, r in reports.items()}
+    path = store.write_json(f"reports/{quarter}/evaluation.json", payload)
+    plots = {}
+    for s, r in reports.items():
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in s)
+        paths = write_report(r, path.parent / safe)
+        if store.is_s3:  # the plots and tables go where the JSON report went
+            store.push_dir(path.parent / safe, f"reports/{quarter}/{safe}", changed_size=True)
+        plots[s] = paths
+    first = reports[systems[0]]["quarters"][quarter]
     integrity = first.get("property", {}).get("integrity", {})
+    first_paths = plots[systems[0]]
     return dg.MaterializeResult(metadata={
         "dagster/row_count": table.height, "rows_in": len(predictions), "rows_out": first["predicted"],
         "dropped": len(predictions) - first["predicted"],
         "quarter": quarter, "version": version, "report": dg.MetadataValue.path(str(path)),
+        "mse_plot": dg.MetadataValue.path(str(first_paths["mse_plot"])),
+        "confusion_plot": dg.MetadataValue.path(str(first_paths["confusion_plot"])),
         "integrity_mse": integrity.get("mse") if integrity.get("mse") is not None else float("nan"),
         "integrity_acc3": integrity.get("acc3") if integrity.get("acc3") is not None else float("nan"),
         "coverage": first["coverage"],
-        "summary": dg.MetadataValue.json(json.loads(json.dumps(reports, default=str))),
+        "knowledge_cutoff": pipeline.knowledge_cutoff,
+        "contamination_flagged": len(contamination["models"].get(pipeline.verifier_member or llm.member_names()[0], {})
+                                     .get("flagged", [])) if contamination else 0,
+        "summary": dg.MetadataValue.json(json.loads(json.dumps(payload, default=str))),
     })

@@ -13,11 +13,13 @@ Plain functions, no Dagster.  Three uses:
 
 The pairwise scorer is METEOR (nltk) by default; any ``(prediction, reference) -> float in [0, 1]``
 callable can replace it, e.g. an LLM judge.  WordNet synonym matching is used only when the WordNet 3.0
-database files are on disk (Debian package ``wordnet-base`` -> ``/usr/share/wordnet``); otherwise
-METEOR runs with exact + stem matches only and every result says ``"synonyms": False``.
+database files are on disk (Debian package ``wordnet-base`` -> ``/usr/share/wordnet``, whose missing
+``lexnames`` table is supplied from WordNet 3.0's documented list); otherwise METEOR runs with exact + stem
+matches only and every result says ``"synonyms": False``.
 """
 
 import functools
+import io
 import logging
 import os
 import re
@@ -68,6 +70,12 @@ def tokenize(text: str) -> list[str]:
 class _LocalWordNet(WordNetCorpusReader):
     """WordNetCorpusReader over a plain directory of WordNet 3.0 database files."""
 
+    def open(self, file):
+        # Debian's wordnet-base lacks lexnames; its fixed WordNet 3.0 table stands in (checked by the caller).
+        if file == "lexnames" and not os.path.isfile(os.path.join(str(self._root), "lexnames")):
+            return io.StringIO(lexnames_text())
+        return super().open(file)
+
     def map_wn(self, version="wordnet"):
         # nltk would map to its own downloaded 'wordnet' corpus for multilingual use; we need neither.
         return None
@@ -88,6 +96,42 @@ def _candidate_dirs() -> list[Path]:
     return [Path(d) for d in dirs if d]
 
 
+#: WordNet 3.0's lexicographer file names, numbered 00..44 (wndb/lexnames(5WN)); Debian's wordnet-base ships
+#: every database file but this small table, which nltk's reader needs while it is built.
+WORDNET30_LEXNAMES = (
+    "adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal", "noun.artifact",
+    "noun.attribute", "noun.body", "noun.cognition", "noun.communication", "noun.event", "noun.feeling",
+    "noun.food", "noun.group", "noun.location", "noun.motive", "noun.object", "noun.person", "noun.phenomenon",
+    "noun.plant", "noun.possession", "noun.process", "noun.quantity", "noun.relation", "noun.shape",
+    "noun.state", "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition",
+    "verb.communication", "verb.competition", "verb.consumption", "verb.contact", "verb.creation",
+    "verb.emotion", "verb.motion", "verb.perception", "verb.possession", "verb.social", "verb.stative",
+    "verb.weather", "adj.ppl",
+)
+_LEX_CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
+
+
+def lexnames_text() -> str:
+    """The ``lexnames`` file of WordNet 3.0: number, name and syntactic category, tab separated."""
+    return "".join(f"{i:02d}\t{name}\t{_LEX_CATEGORY[name.split('.')[0]]}\n" for i, name in enumerate(WORDNET30_LEXNAMES))
+
+
+def _is_wordnet30(folder: Path) -> bool:
+    """The licence header of data.noun names the database version."""
+    try:
+        with open(folder / "data.noun", "rb") as f:
+            return b"WordNet 3.0" in f.read(2000)
+    except OSError:
+        return False
+
+
+def complete_wordnet_dir(folder: Path) -> bool:
+    """Whether nltk can read ``folder``: every required file there, or all but ``lexnames`` in a WordNet 3.0
+    database (the reader then gets the table from ``lexnames_text``)."""
+    missing = [f for f in WORDNET_REQUIRED_FILES if not (folder / f).is_file()]
+    return not missing or (missing == ["lexnames"] and _is_wordnet30(folder))
+
+
 def load_wordnet(path: str | os.PathLike | None = None) -> WordNetCorpusReader | None:
     """A WordNet reader over the WordNet 3.0 database files, or None when they are not there.
 
@@ -97,9 +141,9 @@ def load_wordnet(path: str | os.PathLike | None = None) -> WordNetCorpusReader |
     """
     dirs = [Path(path)] if path is not None else _candidate_dirs()
     for folder in dirs:
-        missing = [f for f in WORDNET_REQUIRED_FILES if not (folder / f).is_file()]
-        if missing:
+        if not complete_wordnet_dir(folder):
             if folder.is_dir():
+                missing = [f for f in WORDNET_REQUIRED_FILES if not (folder / f).is_file()]
                 log.info("WordNet folder %s lacks %s", folder, ", ".join(missing))
             continue
         # nltk's path sandbox refuses corpus roots outside nltk.data.path; appending is its opt-in.
@@ -110,7 +154,7 @@ def load_wordnet(path: str | os.PathLike | None = None) -> WordNetCorpusReader |
                 # The "multilingual functions are not available" warning is expected: no OMW here.
                 warnings.simplefilter("ignore", UserWarning)
                 return _LocalWordNet(str(folder.resolve()), None)
-        except Exception as exc:  # a corrupt or foreign-format folder must not break evaluation
+        except Exception as exc:  # noqa: BLE001 - a corrupt or foreign-format folder must not break evaluation
             log.warning("WordNet in %s could not be read: %s", folder, exc)
     return None
 
@@ -124,22 +168,69 @@ def default_wordnet() -> WordNetCorpusReader | None:
 # ---------------------------------------------------------------------------------------- METEOR
 
 
+class _CachedStemmer:
+    """Porter stems memoised: METEOR stems every word of every pair, and a Hungarian matrix repeats them often."""
+
+    def __init__(self):
+        self.stem = functools.lru_cache(maxsize=200_000)(PorterStemmer().stem)
+
+
+class _Lemma:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def name(self) -> str:
+        return self._name
+
+
+class _LemmaSet:
+    """Stands in for one synset: nltk's METEOR reads only ``synset.lemmas()[i].name()``."""
+
+    def __init__(self, names: tuple[str, ...]):
+        self._lemmas = [_Lemma(n) for n in names]
+
+    def lemmas(self):
+        return self._lemmas
+
+
+class _CachedSynonyms:
+    """A WordNet reader's lemma names per word, memoised (the same answer nltk would compute, looked up once)."""
+
+    def __init__(self, reader):
+        self._reader = reader
+        self._cache: dict[str, list[_LemmaSet]] = {}
+
+    def synsets(self, lemma, pos=None, lang="eng", check_exceptions=True):
+        hit = self._cache.get(lemma)
+        if hit is None:
+            names = tuple(dict.fromkeys(n.name() for syn in self._reader.synsets(lemma) for n in syn.lemmas()))
+            hit = self._cache[lemma] = [_LemmaSet(names)] if names else []
+        return hit
+
+
 class Meteor:
     """METEOR (nltk) on regex tokens as a ``(prediction, reference) -> float`` scorer.
 
     ``wordnet``: a reader from ``load_wordnet``; None turns synonym matching off; left out, the
     system's WordNet is loaded on first use.  ``synonyms`` tells which mode is in force.
     Note: METEOR's fragmentation penalty keeps a statement scored against itself at 1 - 0.5 / n**3
-    (n = its token count), not 1.0: 0.9995 for 10 tokens, 0.5 for a single token.
+    (n = its token count), not 1.0: 0.9995 for 10 tokens, 0.5 for a single token.  With
+    ``identical_is_one`` (the default) the same token sequence (case-insensitive) scores exactly 1.0,
+    so gold evidence scored against itself has recall 1.0; ``identical_is_one=False`` is plain nltk.
     nltk looks synonyms up on the Porter stems of the words left after exact and stem matching, so
     WordNet helps only where a stem is itself a lemma ("auto" ~ "car" matches, "automobile" does not).
     """
 
     _UNSET = object()
 
-    def __init__(self, wordnet: Any = _UNSET):
+    def __init__(self, wordnet: Any = _UNSET, identical_is_one: bool = True, memoize: bool = True):
         self._wordnet = wordnet
-        self._stemmer = PorterStemmer()
+        self.identical_is_one = identical_is_one
+        self.memoize = memoize  # False: nltk's own stemmer and WordNet calls (the bench's baseline)
+        self._stemmer = _CachedStemmer() if memoize else PorterStemmer()
+        self._synonyms = None
 
     @property
     def wordnet(self):
@@ -155,7 +246,16 @@ class Meteor:
         hyp, ref = tokenize(prediction), tokenize(reference)
         if not hyp or not ref:
             return 0.0
-        wn = self.wordnet if self.wordnet is not None else NO_SYNONYMS
+        if self.identical_is_one and [w.lower() for w in hyp] == [w.lower() for w in ref]:
+            return 1.0
+        if self.wordnet is None:
+            wn = NO_SYNONYMS
+        elif not self.memoize:
+            wn = self.wordnet
+        else:
+            if self._synonyms is None or self._synonyms._reader is not self.wordnet:
+                self._synonyms = _CachedSynonyms(self.wordnet)
+            wn = self._synonyms
         return float(single_meteor_score(ref, hyp, stemmer=self._stemmer, wordnet=wn))
 
 

@@ -1,8 +1,9 @@
 """Job 1, image-text verification: run a verifier over a release split and store its predictions."""
 
+import hashlib
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -16,12 +17,28 @@ from assets.common import (
     quarter_of_context,
     stage_asset,
 )
+from assets.knowledge import KnowledgeStore
 from assets.media import MediaStore
 from assets.scored_claims import integrity_of, rate, verdicts_from
+from assets.verifier import (
+    FewShotPool,
+    Verifier,
+    build_knowledge_store,
+    default_backends,
+)
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
-from schemas.records import Medium, NormalizedClaim, PredictedMedium, Prediction, ReleaseClaim
+from dagster_project.resources.web import WebResource
+from schemas.frames import from_frame
+from schemas.records import (
+    Article,
+    Medium,
+    NormalizedClaim,
+    PredictedMedium,
+    Prediction,
+    ReleaseClaim,
+)
 
 STAGE = "predictions"
 
@@ -59,36 +76,89 @@ def predict(claim: ReleaseClaim, quarter: str, llm: LLMResource, member: str, me
         media=[PredictedMedium(id=m.id, **by_medium.get(i, {})) for i, m in enumerate(claim.media)],
         justification=decided[1].justification if decided else "",
         error="" if decided else f"no_verdict ({failures} failed answers)",
-        created=datetime.now(timezone.utc),
+        created=datetime.now(UTC),
     )
+
+
+def knowledge_cache_key(warc_paths: list[str], articles_version: str) -> str:
+    """The knowledge store is rebuilt when a WARC file or the articles table changes."""
+    parts = [articles_version] + [f"{p}:{Path(p).stat().st_size}:{Path(p).stat().st_mtime_ns}"
+                                  for p in sorted(warc_paths) if Path(p).exists()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def make_verifier(pipeline: PipelineResource, llm: LLMResource, member: str, media_store: MediaStore,
+                  knowledge: KnowledgeStore) -> Verifier:
+    """The retrieval verifier as the config describes it (strategy, question count, few-shot, tools)."""
+    backends = default_backends(knowledge, llm, member, media_store, pipeline.verifier_search_k,
+                                pipeline.verifier_allow_undated, pipeline.verifier_tools)
+    return Verifier(
+        llm=llm, member=member, backends=backends, media_store=media_store,
+        fewshot=FewShotPool.load(pipeline.verifier_fewshot_path or None) if pipeline.verifier_fewshot > 0 else None,
+        strategy=pipeline.verifier_strategy, n_questions=pipeline.verifier_questions,
+        n_parallel=pipeline.verifier_parallel_questions, n_shots=pipeline.verifier_fewshot,
+        allow_undated=pipeline.verifier_allow_undated,
+    )
+
+
+def warc_files(paths: list[str]) -> list[str]:
+    """WARC files named directly or found in named folders (the live archive dir)."""
+    out = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            out += sorted(str(f) for f in path.glob("*.warc*"))
+        elif path.exists():
+            out.append(str(path))
+    return out
 
 
 @stage_asset(
     "evaluation",
-    "Image-text verification: the baseline verifier's predictions on the quarter's release.",
+    "Image-text verification: the baseline verifier's predictions on the quarter's release "
+    "(closed-book, or retrieval over the offline knowledge store with the temporal guard).",
     deps=("release",),
     pool="llm",
 )
 def predictions(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource,
+    web: WebResource,
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     folder = store.latest_release(quarter)
     if folder is None:
         raise dg.Failure(f"no release for {quarter}: materialize release first")
-    if pipeline.verifier_mode != "closed_book":
-        raise dg.Failure(f"verifier mode {pipeline.verifier_mode!r} is not available yet; use closed_book")
+    if pipeline.verifier_mode not in ("closed_book", "retrieval"):
+        raise dg.Failure(f"verifier mode {pipeline.verifier_mode!r} is unknown; use closed_book or retrieval")
     member = pipeline.verifier_member or llm.member_names()[0]
     claims = load_release(folder)
     stats = StageYield(len(claims))
     media_store = MediaStore(str(folder))
+    verifier = None
+    if pipeline.verifier_mode == "retrieval":
+        warcs = warc_files(pipeline.knowledge_warc_paths or [*web.warc_paths, web.archive_dir])
+        articles = []
+        articles_version = ""
+        if store.has_table("articles", quarter):
+            articles = from_frame(store.read_table("articles", quarter), Article)
+            articles_version = store.latest_version("articles", quarter) or ""
+        cache = store.base / "knowledge" / f"{knowledge_cache_key(warcs, articles_version)}.json"
+        knowledge = build_knowledge_store(warcs, articles, cache)
+        stats.extra.update({f"knowledge/{k}": v for k, v in knowledge.stats().items() if isinstance(v, int)})
+        verifier = make_verifier(pipeline, llm, member, media_store, knowledge)
 
     def one(claim: ReleaseClaim):
-        prediction = predict(claim, quarter, llm, member, media_store)
+        if verifier is None:
+            prediction = predict(claim, quarter, llm, member, media_store)
+        else:
+            prediction = verifier.predict(as_claim(claim, quarter), claim.id, [m.id for m in claim.media], quarter)
+            count(stats, "guard/rejected_evidence", prediction.rejected_evidence)
+            count(stats, "qa/questions", len(prediction.qa))
         count(stats, "no_verdict", bool(prediction.error))
         return prediction, ""
 
     out = map_records(STAGE, claims, one, stats, context.log)
     stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
     stats.extra["release"] = folder.name
+    stats.extra["verifier_mode"] = pipeline.verifier_mode
     return finish_stage(context, store, STAGE, quarter, out, Prediction, stats)

@@ -1,5 +1,7 @@
 """MSE-based evaluation: matching by claim and media id, missing properties left out, grouping, bins."""
 
+import json
+
 import pytest
 
 from assets.evaluation import evaluate, metrics, modality, pairs
@@ -53,3 +55,138 @@ def test_grouping_by_modality_and_language():
     assert report["modality"]["text"]["mse"] == 1.0
     assert set(report["language"]) == {"de", "ar"}
     assert modality(g[0]) == "video" and modality(g[1]) == "text"
+
+
+# ------------------------------------------------------------------ hand-computed set, exact to 1e-9
+
+
+def hand_set():
+    """Four gold claims (text, image, video+image, text) and three predictions; worked out by hand below."""
+    g = [
+        gold(1, -1.0, veracity=-1.0),
+        ReleaseClaim.model_validate({
+            "id": 2, "text": "t <image:10>", "date": "2025-11-02", "language": "de", "review_url": "https://x.org/2",
+            "media": [{"type": "image", "id": 10, "file_path": "images/10.jpg",
+                       "authenticity": {"score": 1.0, "justification": ""},
+                       "contextualization": {"score": 0.5, "justification": ""}}],
+            "veracity": {"score": 0.5, "justification": ""}, "context_coverage": {"score": 0.5, "justification": ""},
+            "integrity": {"score": 0.5, "decisive_property": "contextualization"},
+        }),
+        gold(3, 0.0, media=[("video", 20, 0.0), ("image", 21, -0.5)]),
+        gold(4, 1.0),
+    ]
+    p = [
+        pred(1, integrity=-0.25, veracity=-0.75),
+        Prediction(claim_id=2, quarter="2025Q4", system="s", integrity=1.0, veracity=None, context_coverage=0.0,
+                   media=[PredictedMedium(id=10, authenticity=0.25, contextualization=None)]),
+        pred(3, integrity=0.1, media=[(21, -1.0), (20, 0.5)]),  # media listed in the other order: matched by id
+    ]
+    return g, p
+
+
+def test_hand_computed_metrics_exact():
+    g, p = hand_set()
+    report = evaluate(g, p, "2025Q4")
+    prop = report["property"]
+    # integrity: (-1,-0.25) (0.5,1.0) (0,0.1): squares .5625 .25 .01; bins3 C/U I/I U/U; bins7 0/2 4/6 3/3
+    assert prop["integrity"]["n"] == 3
+    assert abs(prop["integrity"]["mse"] - 0.2741666666666667) < 1e-9
+    assert abs(prop["integrity"]["mae"] - 0.45) < 1e-9
+    assert abs(prop["integrity"]["acc3"] - 2 / 3) < 1e-9
+    assert abs(prop["integrity"]["acc7"] - 1 / 3) < 1e-9
+    # veracity: only claim 1 (claim 2's prediction lacks it): (-1,-0.75); bins7 0 vs 1
+    assert prop["veracity"] == {"n": 1, "mse": 0.0625, "mae": 0.25, "acc3": 1.0, "acc7": 0.0}
+    assert prop["context_coverage"] == {"n": 1, "mse": 0.25, "mae": 0.5, "acc3": 0.0, "acc7": 0.0}
+    # authenticity by medium id: (1.0,0.25) (0.0,0.5) (-0.5,-1.0): squares .5625 .25 .25; only the last 3-bin matches
+    assert prop["authenticity"]["n"] == 3
+    assert abs(prop["authenticity"]["mse"] - 1.0625 / 3) < 1e-9
+    assert abs(prop["authenticity"]["mae"] - 1.75 / 3) < 1e-9
+    assert abs(prop["authenticity"]["acc3"] - 1 / 3) < 1e-9
+    assert prop["authenticity"]["acc7"] == 0.0
+    assert "contextualization" not in prop  # gold has it, the prediction does not: left out
+    assert report["modality"]["text"]["mse"] == 0.5625
+    assert report["modality"]["image"]["mse"] == 0.25
+    assert abs(report["modality"]["video"]["mse"] - 0.01) < 1e-9
+    assert abs(report["language"]["en"]["mse"] - 0.28625) < 1e-9 and report["language"]["de"]["mse"] == 0.25
+    assert report["coverage"] == 0.75 and report["gold_modalities"] == {"text": 2, "image": 1, "video": 1}
+    assert report["confusion3"] == {"labels": ["compromised", "unknown", "intact"],
+                                    "matrix": [[0, 1, 0], [0, 1, 0], [0, 0, 1]]}
+    assert sum(map(sum, report["confusion7"]["matrix"])) == 3 and report["confusion7"]["matrix"][3][3] == 1
+
+
+def test_longitudinal_against_the_cutoff():
+    from assets.evaluation import (
+        cutoff_position,
+        evaluate_quarters,
+        quarter_number,
+        relation_to_cutoff,
+    )
+
+    g, p = hand_set()
+    later_gold = [gold(1, 1.0), gold(2, -1.0)]
+    later = [Prediction(claim_id=1, quarter="2026Q1", system="s", integrity=0.0),
+             Prediction(claim_id=2, quarter="2026Q1", system="s", integrity=0.0)]
+    full = evaluate_quarters({"2026Q1": (later_gold, later), "2025Q4": (g, p)}, cutoff="2025Q4", system="s")
+    assert list(full["quarters"]) == ["2025Q4", "2026Q1"]
+    lon = full["longitudinal"]
+    assert [(x["quarter"], x["relation"]) for x in lon["by_quarter"]] == [("2025Q4", "before"), ("2026Q1", "after")]
+    assert abs(lon["before"]["mse"] - 0.2741666666666667) < 1e-9
+    assert lon["after"] == {"n": 2, "mse": 1.0, "mae": 1.0, "acc3": 0.0, "acc7": 0.0}
+    assert abs(full["overall"]["property"]["integrity"]["mse"] - (0.8225 + 2.0) / 5) < 1e-9
+    assert full["overall"]["claims"] == 6 and full["overall"]["predicted"] == 5
+    assert quarter_number("2025Q1") - quarter_number("2024Q4") == 1
+    assert cutoff_position("2025Q4") == quarter_number("2025Q4") + 0.5
+    assert relation_to_cutoff("2025Q4", "2025-11-15") == "after"  # a mid-quarter cut-off: that quarter may leak
+    assert relation_to_cutoff("2025Q3", "2025-11-15") == "before"
+    assert relation_to_cutoff("2025Q3", "") == "unknown"
+
+
+def write_release(folder, quarter, claims):
+    folder.mkdir(parents=True)
+    (folder / "meta.json").write_text(json.dumps({"year": int(quarter[:4]), "quarter": int(quarter[5])}))
+    (folder / "claims.json").write_text(json.dumps({"claims": [c.model_dump() for c in claims]}))
+    return folder
+
+
+def test_cli_evaluates_outside_predictions(tmp_path, capsys):
+    from PIL import Image
+
+    from dagster_project.cli import main
+
+    g, _ = hand_set()
+    releases = tmp_path / "export"
+    write_release(releases / "2025Q4", "2025Q4", g)
+    write_release(releases / "2026Q1", "2026Q1", [gold(1, 1.0), gold(2, -1.0)])
+    outside = {"system": "outside-sys", "predictions": [
+        {"claim_id": 1, "quarter": "2025Q4", "integrity": -0.25, "veracity": {"score": -0.75}},
+        {"claim_id": 2, "quarter": "2025Q4", "integrity": 1.0, "context_coverage": 0.0,
+         "media": [{"id": 10, "authenticity": 0.25}]},
+        {"claim_id": 3, "quarter": "2025Q4", "integrity": 0.1,
+         "media": [{"id": 21, "authenticity": -1.0}, {"id": 20, "authenticity": 0.5}]},
+        {"claim_id": 1, "quarter": "2026Q1", "integrity": 0.0},
+        {"claim_id": 2, "quarter": "2026Q1", "integrity": 0.0},
+    ]}
+    pfile = tmp_path / "preds.json"
+    pfile.write_text(json.dumps(outside))
+    out = tmp_path / "report"
+    assert main(["evaluate", "--predictions", str(pfile), "--release", str(releases), "--out", str(out),
+                 "--cutoff", "2025Q4"]) == 0
+    printed = capsys.readouterr().out
+    assert "2025Q4   property  integrity" in printed and "integrity after cut-off: n=2 MSE=1.0000" in printed
+    report = json.loads((out / "evaluation.json").read_text())
+    assert report["system"] == "outside-sys" and report["knowledge_cutoff"] == "2025Q4"
+    assert abs(report["quarters"]["2025Q4"]["property"]["integrity"]["mse"] - 0.2741666666666667) < 1e-9
+    assert report["quarters"]["2025Q4"]["property"]["veracity"]["mse"] == 0.0625
+    for name in ("mse_by_quarter.png", "confusion_integrity.png"):
+        with Image.open(out / name) as im:
+            assert im.format == "PNG" and im.size[0] >= 400
+    assert (out / "evaluation.csv").read_text().count("2026Q1") == 3  # integrity, text, en
+
+    # One release folder, JSON Lines without quarter or system: both are filled in.
+    lines = tmp_path / "flat.jsonl"
+    lines.write_text("\n".join(json.dumps({"id": c, "integrity": s}) for c, s in [(1, -1.0), (2, 0.5), (3, 0.0)]))
+    out2 = tmp_path / "r2"
+    assert main(["evaluate", "--predictions", str(lines), "--release", str(releases / "2025Q4"),
+                 "--out", str(out2), "--cutoff", ""]) == 0
+    flat = json.loads((out2 / "evaluation.json").read_text())
+    assert flat["system"] == "flat" and flat["quarters"]["2025Q4"]["property"]["integrity"]["mse"] == 0.0

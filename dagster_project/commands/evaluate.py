@@ -1,0 +1,130 @@
+"""``veritas evaluate``: score any system's predictions against one or more releases (table, JSON, PNG plots)."""
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers) -> list[argparse.ArgumentParser]:
+    p = subparsers.add_parser(
+        "evaluate",
+        help="MSE/MAE/3-bin/7-bin accuracy of a predictions file against a release folder, with plots",
+        description="Predictions: JSON list (or {'system', 'quarter', 'predictions': [...]}, or JSON Lines) of "
+                    "{claim_id, integrity, veracity, context_coverage, media: [{id, authenticity, "
+                    "contextualization}]}; scores are numbers in [-1, 1] or {'score': x}. A release-format "
+                    "claims.json is accepted too. --release is a release folder, a quarter folder with LATEST, "
+                    "or a folder of quarters (as written by `veritas export`).",
+    )
+    p.add_argument("--predictions", required=True, help="the predictions file (JSON or JSON Lines)")
+    p.add_argument("--release", required=True, help="release folder(s)")
+    p.add_argument("--out", help="where the report goes (default: ./evaluation-<system>)")
+    p.add_argument("--system", default="", help="system name when the file does not give one")
+    p.add_argument("--quarter", default="", help="quarter of records that do not say (default: the release's)")
+    p.add_argument("--cutoff", default=None,
+                   help="the model's knowledge cut-off, a quarter (2024Q4) or a date (default: knowledge_cutoff in the config)")
+    p.add_argument("--contamination", metavar="REPORT",
+                   help="a contamination.json (evaluation with contamination_check): also report the "
+                        "contamination-controlled subset (claims flagged for no model)")
+    p.set_defaults(handler=run)
+    a = subparsers.add_parser(
+        "averitec-score",
+        help="AVeriTeC/AVerImaTeC scoring: question and evidence recall (Hungarian over METEOR) and the "
+             "verdict accuracy counted only when evidence recall reaches each lambda",
+        description="--gold: AVeriTeC-format records (claim, label, questions: [{question, answers}]). "
+                    "--predictions: a list in the same order, or with claim_id (index into gold), of "
+                    "{pred_label, evidence: [{question, answer}]} (pred_questions is accepted too).",
+    )
+    a.add_argument("--gold", required=True)
+    a.add_argument("--predictions", required=True)
+    a.add_argument("--thresholds", type=float, nargs="+", default=[0.2, 0.25, 0.3])
+    a.add_argument("--judge-member", default="", help="score pairs with this LLM member instead of METEOR")
+    a.add_argument("--out", help="write the full result (per claim) as JSON here")
+    a.set_defaults(handler=averitec)
+    return [p, a]
+
+
+def averitec(args: argparse.Namespace) -> int:
+    import json
+
+    from assets.evidence_scoring import averitec_score
+
+    gold = json.loads(Path(args.gold).read_text(encoding="utf-8"))
+    preds = json.loads(Path(args.predictions).read_text(encoding="utf-8"))
+    by_id = {int(p["claim_id"]): p for p in preds if "claim_id" in p}
+    items = []
+    for i, record in enumerate(gold):
+        p = by_id.get(i) if by_id else (preds[i] if i < len(preds) else None)
+        p = p or {}
+        items.append({**record, "claim_id": i, "pred_label": p.get("pred_label", p.get("label", "")),
+                      "pred_questions": p.get("evidence", p.get("pred_questions", []))})
+    judge, llm = None, None
+    if args.judge_member:
+        from assets.verifier_judge import LLMJudge
+        from dagster_project.config import load_config
+        from dagster_project.resources.llm import LLMResource
+
+        llm = LLMResource(**load_config(getattr(args, "config", None))["llm"])
+        judge = LLMJudge(llm, args.judge_member)
+    try:
+        result = averitec_score(items, thresholds=args.thresholds, judge=judge)
+    finally:
+        if llm is not None:
+            llm.close()  # stops the embedded model server if the judge started it
+    print(f"claims {result['n_claims']}  scorer {result['scorer']} (synonyms: {result['synonyms']})")
+    print(f"question recall {result['question_recall']:.4f}  evidence recall {result['evidence_recall']:.4f}  "
+          f"label accuracy {result['label_accuracy']:.4f}")
+    for t, acc in result["accuracy"].items():
+        print(f"accuracy at evidence recall >= {t}: {acc:.4f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    return 0
+
+
+def _config_cutoff(config_path: str | None) -> str:
+    try:
+        from dagster_project.config import load_config
+
+        return str(load_config(config_path)["stages"].get("knowledge_cutoff") or "")
+    except (FileNotFoundError, ValueError):
+        return ""
+
+
+def run(args: argparse.Namespace) -> int:
+    from assets.evaluation import (
+        evaluate_quarters,
+        find_releases,
+        load_predictions,
+        text_table,
+        write_report,
+    )
+    from assets.predictions import load_release
+    from assets.verifier_contamination import controlled_ids, load_report
+
+    releases = find_releases(Path(args.release))
+    default_quarter = args.quarter or (next(iter(releases)) if len(releases) == 1 else "")
+    try:
+        predictions = load_predictions(Path(args.predictions), default_quarter, args.system)
+    except ValueError as err:
+        print(f"veritas evaluate: {err} (records need a quarter when --release holds several)", file=sys.stderr)
+        return 2
+    systems = sorted({p.system for p in predictions}) or [args.system or "none"]
+    cutoff = args.cutoff if args.cutoff is not None else _config_cutoff(getattr(args, "config", None))
+    gold = {q: load_release(folder) for q, folder in releases.items()}
+    unknown = sorted({p.quarter for p in predictions} - set(gold))
+    if unknown:
+        print(f"veritas evaluate: predictions for quarters without a release ignored: {', '.join(unknown)}",
+              file=sys.stderr)
+    for system in systems:
+        data = {q: (g, [p for p in predictions if p.quarter == q and p.system == system]) for q, g in gold.items()}
+        full = evaluate_quarters(data, cutoff, system)
+        if args.contamination:
+            keep = controlled_ids(load_report(args.contamination), [c.id for g in gold.values() for c in g])
+            controlled = {q: ([c for c in g if c.id in keep], ps) for q, (g, ps) in data.items()}
+            full["contamination_controlled"] = evaluate_quarters(controlled, cutoff, system)["overall"]
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in system)
+        out = Path(args.out) if args.out and len(systems) == 1 else Path(args.out or ".") / f"evaluation-{safe}"
+        paths = write_report(full, out)
+        print(text_table(full), end="")
+        for kind, path in paths.items():
+            print(f"[veritas] {kind}: {path}")
+    return 0
