@@ -7,7 +7,6 @@ from typing import Iterable
 import dagster as dg
 from pydantic import BaseModel
 
-from assets.media import MediaStore
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame, validate_rows
@@ -16,10 +15,19 @@ from schemas.records import Article, QuarantineRecord
 PARTITIONS = quarterly_partitions
 
 
+# Stages in a pool talk to the outside (model providers, web hosts): a failure there is mostly transient, so the
+# step is retried with exponential backoff and jitter before the run gives up.
+TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
 def stage_asset(group: str, description: str, deps: tuple[str, ...] = (), pool: str | None = None, kinds=("python", "parquet")):
-    """The decorator every stage shares: quarter-partitioned, grouped by pipeline phase, optionally in a pool."""
+    """The decorator every stage shares: quarter-partitioned, grouped by pipeline phase, optionally in a pool.
+
+    ``pool`` ("llm", "web") bounds how many such steps run at once across all runs (limits: ``pools:`` in the
+    config, applied to the instance by ``veritas backfill``, or the UI's Deployment > Concurrency page)."""
     return dg.asset(
-        partitions_def=PARTITIONS, group_name=group, kinds=set(kinds), deps=list(deps), pool=pool, description=description
+        partitions_def=PARTITIONS, group_name=group, kinds=set(kinds), deps=list(deps), pool=pool, description=description,
+        retry_policy=TRANSIENT_RETRY if pool else None,
     )
 
 
@@ -93,6 +101,7 @@ def finish_stage(
         for q in quarantined
     ]
     store.write_quarantine(asset, quarter, quarantined, run_id)
+    store.after_stage()  # S3: the media and WARC records this stage wrote locally go to the bucket
     for q in quarantined:  # stages leave quarantined rows to be counted here, once
         stage_yield.drop(f"quarantined:{q.reason}")
     meta = stage_yield.metadata(len(df))
@@ -138,7 +147,7 @@ def run_claim_stage(context, stage: str, upstream: str, in_model, out_model, pro
     bad: list = []  # upstream rows that fail validation
     claims = load_upstream(store, upstream, quarter, in_model, bad)
     articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
-    out, stats = process(claims, articles, MediaStore(store.media_root), context.log)
+    out, stats = process(claims, articles, store.media_store(), context.log)
     stats.extra.update(llm_metadata(llm, stage, context.run_id))
     return finish_stage(context, store, stage, quarter, out, out_model, stats, bad)
 

@@ -21,9 +21,11 @@ from assets.scored_claims import scored_claims  # noqa: E402
 from assets.trusted_reviews import trusted_reviews  # noqa: E402
 from dagster_project.checks import CHECKS  # noqa: E402
 from dagster_project.config import PipelineResource, load_config  # noqa: E402
+from dagster_project.executors import ALL_STAGES_JOB, RETRY_DEFAULTS, executor_from_config  # noqa: E402
 from dagster_project.resources.llm import LLMResource  # noqa: E402
 from dagster_project.resources.store import StoreResource  # noqa: E402
 from dagster_project.resources.web import WebResource  # noqa: E402
+from dagster_project.schedules import quarterly_schedule  # noqa: E402
 
 PIPELINE_ASSETS = [
     reviews, trusted_reviews, articles, appearances, normalized_claims, scored_claims, rectified_claims, release,
@@ -47,14 +49,23 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
     with warnings.catch_warnings():  # code references are beta in 1.13; they link each asset to its source in the UI
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets = dg.with_source_code_references(ALL_ASSETS)
+    # run-level retries (the daemon's, once `run_retries: {enabled: true}` is in dagster.yaml) on top of step retries
+    retry_tags = {"dagster/max_retries": str(RETRY_DEFAULTS["max_retries"]), "dagster/retry_strategy": "FROM_FAILURE"}
+    all_stages = dg.define_asset_job(
+        ALL_STAGES_JOB, selection=dg.AssetSelection.assets(*ALL_ASSETS), tags=retry_tags,
+        description="Every stage for one quarter; launch a backfill over quarters from its Partitions tab.",
+    )
     return dg.Definitions(
         assets=assets,
         asset_checks=CHECKS,
         resources=build_resources(config),
         jobs=[
-            dg.define_asset_job("quarterly_refresh", selection=dg.AssetSelection.assets(*PIPELINE_ASSETS)),
-            dg.define_asset_job("evaluate_release", selection=dg.AssetSelection.assets(*JOB_ASSETS)),
+            dg.define_asset_job("quarterly_refresh", selection=dg.AssetSelection.assets(*PIPELINE_ASSETS), tags=retry_tags),
+            dg.define_asset_job("evaluate_release", selection=dg.AssetSelection.assets(*JOB_ASSETS), tags=retry_tags),
+            all_stages,
         ],
+        schedules=[quarterly_schedule(config, all_stages)],
+        executor=executor_from_config(config.get("executor")),
     )
 
 

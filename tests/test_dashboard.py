@@ -4,9 +4,11 @@ The instance data comes from real runs of the non-model stages on the demo snaps
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import lxml.html
 import pytest
@@ -18,8 +20,20 @@ from dagster_project.checks import (
     review_volume_result,
     scrape_success_result,
 )
-from dagster_project.cli import collect_range, collect_yields, format_range, main, run_quarter
-from dagster_project.dashboard import drop_table, quarter_summary, render_html, write_html
+from dagster_project.cli import (
+    collect_range,
+    collect_yields,
+    format_range,
+    main,
+    run_quarter,
+)
+from dagster_project.config import PROJECT_ROOT
+from dagster_project.dashboard import (
+    drop_table,
+    quarter_summary,
+    render_html,
+    write_html,
+)
 from tests.conftest import write_demo_config
 
 SCRAPING_STAGES = ["reviews", "trusted_reviews", "articles", "appearances"]
@@ -251,3 +265,9 @@ def test_chromium_renders_the_page(page, tmp_path):
     # the dark "rows out" bars are drawn (within a little colour-management slack): not a blank or text-only page
     near_bar = sum(n for n, (r, g, b) in colors if abs(r - 0x2F) + abs(g - 0x5D) + abs(b - 0x9E) <= 12)
     assert near_bar > 500
+    # kept with the test artifacts (build/ is git-ignored; CI can upload the folder)
+    artifacts = Path(os.environ.get("VERITAS_TEST_ARTIFACTS") or PROJECT_ROOT / "build" / "test-artifacts") / "dashboard"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shutil.copy(page, artifacts / "yields.html")
+    shutil.copy(shot, artifacts / "yields.png")
+    assert (artifacts / "yields.png").stat().st_size == shot.stat().st_size
