@@ -362,7 +362,7 @@ def appearances(
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
-    recoverer = Recoverer(web, MediaStore(store.media_root), pipeline)
+    recoverer = Recoverer(web, store.media_store(), pipeline)
     mark = len(web.fetch_log())
     out, stats = recover_all(
         load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad),

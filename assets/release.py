@@ -326,7 +326,7 @@ def release(
         "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
         "selection": report,
     }
-    manifest = write_release(staging, quarter, release_claims, files, MediaStore(store.media_root), provenance)
+    manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance)
     problems = validate_release(staging)
     if problems:
         raise dg.Failure(f"release {quarter} failed the format check", metadata={"problems": dg.MetadataValue.json(problems[:50])})

@@ -152,7 +152,7 @@ def bench_crawl(n_hosts: int, per_host: int, folder: str, latency_s: float = 0.1
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pages", type=int, default=240)
+    parser.add_argument("--pages", type=int, default=960)
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--per-host", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
