@@ -152,33 +152,45 @@ def _required(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
+_NO_FIELDS: dict = {}  # read-only stand-in for an absent or malformed sub-object
+
+
 def claimreview_to_row(item: dict, source: str) -> dict:
     """One schema.org ClaimReview object (feed or page markup) to a review row; raises ValueError if unusable."""
     if not isinstance(item, dict):
         raise ValueError("not_an_object")
-    reviewed = item.get("itemReviewed") if isinstance(item.get("itemReviewed"), dict) else {}
-    rating = item.get("reviewRating") if isinstance(item.get("reviewRating"), dict) else {}
-    author = item.get("author")
-    author = author[0] if isinstance(author, list) and author else author
-    author = author if isinstance(author, dict) else {"name": author}
-    appearances = _urls(reviewed.get("appearance")) + _urls(reviewed.get("firstAppearance"))
+    # this runs once per record of a feed: plain strings are stripped inline, other shapes go through _text
+    get = item.get
+    reviewed = get("itemReviewed")
+    if not isinstance(reviewed, dict):
+        reviewed = _NO_FIELDS
+    rating = get("reviewRating")
+    if not isinstance(rating, dict):
+        rating = _NO_FIELDS
+    author = get("author")
+    if isinstance(author, list) and author:
+        author = author[0]
+    if not isinstance(author, dict):
+        author = {"name": author}
+    appearance, first = reviewed.get("appearance"), reviewed.get("firstAppearance")
+    appearances = (_urls(appearance) if appearance is not None else []) + (_urls(first) if first is not None else [])
     if isinstance(reviewed.get("url"), str):
         appearances += _urls(reviewed["url"])
     return {
-        "review_url": _required(item.get("url")),
-        "claim_text": _required(item.get("claimReviewed")),
+        "review_url": v.strip() if type(v := get("url")) is str else _required(v),
+        "claim_text": v.strip() if type(v := get("claimReviewed")) is str else _required(v),
         "claim_date": reviewed.get("datePublished"),
-        "review_date": item.get("datePublished"),
-        "publisher_name": _text(author.get("name")),
-        "publisher_site": _text(author.get("url")),
-        "rating_text": _text(rating.get("alternateName")),
-        "rating_value": _text(rating.get("ratingValue")),
-        "rating_best": _text(rating.get("bestRating")),
-        "rating_worst": _text(rating.get("worstRating")),
-        "language": _language(item.get("inLanguage")),
-        "claim_author": _text(reviewed.get("author")),
-        "title": _text(item.get("name") or item.get("headline")),
-        "appearance_urls": list(dict.fromkeys(appearances)),
+        "review_date": get("datePublished"),
+        "publisher_name": v.strip() if type(v := author.get("name")) is str else _text(v),
+        "publisher_site": v.strip() if type(v := author.get("url")) is str else _text(v),
+        "rating_text": v.strip() if type(v := rating.get("alternateName")) is str else _text(v),
+        "rating_value": v.strip() if type(v := rating.get("ratingValue")) is str else _text(v),
+        "rating_best": v.strip() if type(v := rating.get("bestRating")) is str else _text(v),
+        "rating_worst": v.strip() if type(v := rating.get("worstRating")) is str else _text(v),
+        "language": language_code(v.strip()) if type(v := get("inLanguage")) is str else _language(v),
+        "claim_author": v.strip() if type(v := reviewed.get("author")) is str else _text(v),
+        "title": v.strip() if type(v := get("name") or get("headline")) is str else _text(v),
+        "appearance_urls": list(dict.fromkeys(appearances)) if len(appearances) > 1 else appearances,
         "sources": [source],
     }
 

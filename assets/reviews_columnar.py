@@ -11,6 +11,7 @@ import gc
 import hashlib
 from collections import Counter
 from datetime import date
+from operator import itemgetter
 from typing import Any
 
 import polars as pl
@@ -45,19 +46,34 @@ _DATE_FAIL = date(1, 1, 1)  # marks a date string that parse_date rejects
 _SEP = "\x1f"  # list fields travel as one joined string into the frame, split again there
 
 
+_DATE_TYPES = (str, type(None))
+
+
+def _plain_list(values: list) -> bool:
+    """No empty entry and no separator in any: the list survives the join and split of ``_raw_frame``."""
+    try:  # one C-level join instead of a generator per row
+        return "" not in values and _SEP not in "".join(values)
+    except TypeError:  # an entry that is not a string
+        return all(u and _SEP not in u for u in values)
+
+
 def _simple(row: dict) -> bool:
     """Field types the vectorised path handles; anything else is cleaned record by record."""
     return (type(row["review_url"]) is str and type(row["claim_text"]) is str
-            and type(row["claim_date"]) in (str, type(None)) and type(row["review_date"]) in (str, type(None))
-            and all(u and _SEP not in u for u in row["appearance_urls"])
-            and all(u and _SEP not in u for u in row["sources"]))
+            and type(row["claim_date"]) in _DATE_TYPES and type(row["review_date"]) in _DATE_TYPES
+            and _plain_list(row["appearance_urls"]) and _plain_list(row["sources"]))
 
 
 def _raw_frame(rows: list[dict]) -> pl.DataFrame:
     """Rows to a frame column by column (list fields joined), much faster than polars' own dict reader."""
-    columns: dict[str, list] = {c: [r.get(c) for r in rows] for c in _RAW_SCHEMA if c not in ("appearance_urls", "sources")}
-    columns["appearance_urls"] = [_SEP.join(r["appearance_urls"]) for r in rows]
-    columns["sources"] = [_SEP.join(r["sources"]) for r in rows]
+    names = list(_RAW_SCHEMA)
+    try:  # feed rows have every field: one C-level pass picks them all, then zip turns rows into columns
+        picked = list(zip(*map(itemgetter(*names), rows))) if rows else [() for _ in names]
+    except KeyError:  # e.g. API rows, which have no rating scale
+        picked = [[r.get(c) for r in rows] for c in names]
+    columns: dict[str, Any] = dict(zip(names, picked))
+    columns["appearance_urls"] = list(map(_SEP.join, columns["appearance_urls"]))
+    columns["sources"] = list(map(_SEP.join, columns["sources"]))
     schema = {**_RAW_SCHEMA, "appearance_urls": pl.Utf8, "sources": pl.Utf8}
     df = pl.DataFrame(columns, schema=schema)
     empty = pl.lit([], dtype=pl.List(pl.Utf8))
@@ -80,7 +96,8 @@ def _parse_unique(values: pl.Series) -> dict[str, date | None]:
 
 
 def _review_ids(urls: list[str], texts: list[str]) -> list[str]:
-    return [hashlib.sha256(f"{u}\x1f{normalize_claim_text(t)}".encode()).hexdigest()[:16] for u, t in zip(urls, texts)]
+    normal = {t: normalize_claim_text(t) for t in set(texts)}  # one claim is often reviewed at several URLs
+    return [hashlib.sha256(f"{u}\x1f{normal[t]}".encode()).hexdigest()[:16] for u, t in zip(urls, texts)]
 
 
 def _quarter_expr(day: pl.Expr) -> pl.Expr:

@@ -134,3 +134,18 @@ def test_surrogates_survive_a_file_as_replacement_marks(tmp_path):
     path.write_text(json.dumps({"dataFeedElement": [{"item": [_item(29, claimReviewed=_SURROGATE)]}]}), encoding="utf-8")
     good, bad, _ = ingest([("datafeed", "s.json", str(path))], None)
     assert bad == [] and good[0].claim_text == "claim ? text"
+
+
+def test_list_fields_that_cannot_travel_joined_take_the_per_record_path():
+    from assets.reviews_columnar import _plain_list, _raw_frame
+
+    assert _plain_list(["https://a.example/1", "https://b.example/2"]) and _plain_list([])
+    assert not _plain_list(["https://a.example/1", ""])  # an empty entry would vanish in the split
+    assert not _plain_list(["https://a.example/1\x1fx"])  # the separator itself
+    assert not _plain_list(["https://a.example/1", None])  # not a string: judged entry by entry
+    # an API-shaped row has no rating scale: the missing fields become "" and the lists come back whole
+    api_row = {"review_url": "https://a.example/1", "claim_text": "c", "claim_date": None, "review_date": "2024-01-02",
+               "publisher_name": "P", "publisher_site": "a.example", "rating_text": "False", "language": "en",
+               "claim_author": "", "title": "t", "appearance_urls": [], "sources": ["api:x#0.0"], "_seq": 3}
+    frame = _raw_frame([api_row])
+    assert frame.row(0, named=True) == {**api_row, "rating_value": "", "rating_best": "", "rating_worst": ""}
