@@ -29,18 +29,25 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 
 def shifted_feed(source: Path, target: Path, quarters: int, reviews: int) -> list[str]:
-    """The first ``reviews`` 2020Q2 elements, copied into ``quarters`` quarters from 2020Q2 on; returns the labels."""
+    """The first ``reviews`` 2020Q2 elements, copied into ``quarters`` quarters from 2020Q2 on; returns the labels.
+
+    Each copy gets its quarter's dates and a claim text of its own, so that every quarter has the same model work."""
     feed = json.loads(source.read_text())
-    elements = [e for e in feed["dataFeedElement"] if e.get("item") and "2020-0" in json.dumps(e)][:reviews]
+    elements = [e for e in feed["dataFeedElement"] if e.get("item") and re.search(r"2020-0[4-6]", json.dumps(e))][:reviews]
     out, labels = [], []
     for k in range(quarters):
         def shift(match: re.Match, k=k) -> str:
             month = int(match.group(1)) - 1 + 3 * k
             return f"{2020 + month // 12}-{month % 12 + 1:02d}"
 
-        out.extend(json.loads(re.sub(r"2020-(0[4-6])", shift, json.dumps(e))) for e in elements)
         month = 3 + 3 * k
         labels.append(f"{2020 + month // 12}Q{month % 12 // 3 + 1}")
+        for e in elements:
+            copy = json.loads(re.sub(r"2020-(0[4-6])", shift, json.dumps(e)))
+            for review in copy["item"] if isinstance(copy["item"], list) else [copy["item"]]:
+                # same URL and text = same review key: the copies would merge into one 2020Q2 review (other quarters empty)
+                review["claimReviewed"] = f"{review['claimReviewed']} (copy {labels[-1]})"
+            out.append(copy)
     feed["dataFeedElement"] = out
     target.write_text(json.dumps(feed))
     return labels
@@ -101,7 +108,13 @@ def main() -> int:
     def slow(mode: str, body: dict):
         calls["n"] += 1
         time.sleep(args.latency)  # the provider's think time: the I/O a worker waits on
-        return schema_responder(mode, body)
+        status, content = schema_responder(mode, body)
+        copy = re.search(r"\(copy \d{4}Q\d\)", json.dumps(body["messages"]))
+        answer = json.loads(content)
+        if copy and isinstance(answer, dict) and "claim" in answer:
+            # the quarter's mark goes on into later prompts: no cache hits across quarters, the same work per setting
+            answer["claim"] += " " + copy.group(0)
+        return status, json.dumps(answer)
 
     stub = OpenAIStub(slow)
     os.environ["STUB_KEY"] = "stub"

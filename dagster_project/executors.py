@@ -5,7 +5,10 @@
 - ``{kind: multiprocess, max_concurrent: N}``: one subprocess per step (Dagster's default executor).
 - ``{kind: celery, broker: redis://127.0.0.1:6379/0, backend: ..., retries: ...}``: steps are queued on a
   Celery broker (Redis) and run by ``dagster-celery`` workers started on any host that sees the same Dagster
-  instance storage, the same store and the same config (``VERITAS_CONFIG``).
+  instance storage, the same store and the same config (``VERITAS_CONFIG``). Start each worker with
+  ``dagster-celery worker start -A dagster_celery.app -y worker.yaml -- --concurrency=1 --prefetch-multiplier=1
+  --disable-prefetch`` (``CELERY_WORKER_ARGS``): Celery's default prefetch lets a busy worker hoard the steps of
+  parallel runs, so a second worker adds nothing (Redis broker; the flag needs Celery >= 5.6).
 """
 
 import os
@@ -15,6 +18,8 @@ import dagster as dg
 import yaml
 
 ALL_STAGES_JOB = "all_stages"  # the ten stages, quarter-partitioned: what `veritas backfill` runs per quarter
+# give them to every worker (after `--`): else a busy worker reserves the next step and runs it later while another idles
+CELERY_WORKER_ARGS = ["--concurrency=1", "--prefetch-multiplier=1", "--disable-prefetch"]
 RETRY_DEFAULTS = {"max_retries": 2, "delay": 5.0}  # run-level retries (a transient failure that outlived step retries)
 
 
@@ -44,6 +49,8 @@ def celery_settings(cfg: dict) -> dict:
 def write_celery_worker_yaml(config: dict, path: str | os.PathLike) -> Path:
     """The ``-y`` file of ``dagster-celery worker start``: the same broker and backend as the runs use."""
     settings = celery_settings({k: v for k, v in (config.get("executor") or {}).items() if k != "kind"})
+    # also here, not only in CELERY_WORKER_ARGS: a worker started without the flags must not hoard steps either
+    settings["config_source"] = {"worker_prefetch_multiplier": 1, "worker_disable_prefetch": True}
     target = Path(path)
     target.write_text(yaml.safe_dump({"execution": {"config": settings}}))
     return target

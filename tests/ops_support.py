@@ -197,9 +197,9 @@ def redis_server(folder: Path):
 
 @contextlib.contextmanager
 def celery_workers(config_path: str, n: int, folder: Path, env: dict | None = None):
-    """``n`` dagster-celery workers (concurrency 1 each) for the config's broker; yields their log files."""
+    """``n`` dagster-celery workers (concurrency 1 each, no prefetch) for the config's broker; yields their log files."""
     from dagster_project.config import load_config
-    from dagster_project.executors import write_celery_worker_yaml
+    from dagster_project.executors import CELERY_WORKER_ARGS, write_celery_worker_yaml
 
     config = load_config(config_path)
     worker_yaml = write_celery_worker_yaml(config, folder / "worker.yaml")
@@ -225,7 +225,7 @@ def celery_workers(config_path: str, n: int, folder: Path, env: dict | None = No
             with open(log_path, "wb") as log:
                 procs.append(subprocess.Popen(
                     [str(VENV_BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y", str(worker_yaml),
-                     "-n", f"veritas-w{i}", "--", "--concurrency=1", "--loglevel=INFO"],
+                     "-n", f"veritas-w{i}", "--", *CELERY_WORKER_ARGS, "--loglevel=INFO"],
                     cwd=root, env=worker_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
             logs.append(log_path)
         from celery import Celery

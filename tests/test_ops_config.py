@@ -38,7 +38,10 @@ def test_the_executor_is_chosen_by_config(tmp_path):
     defs = build_definitions(cfg)
     assert defs.resolve_job_def(ALL_STAGES_JOB).executor_def.name == "celery"
     worker = yaml.safe_load(write_celery_worker_yaml(load_config(cfg), tmp_path / "worker.yaml").read_text())
-    assert worker == {"execution": {"config": {"broker": "redis://127.0.0.1:6390/1", "backend": "redis://127.0.0.1:6390/1"}}}
+    assert worker == {"execution": {"config": {
+        "broker": "redis://127.0.0.1:6390/1", "backend": "redis://127.0.0.1:6390/1",
+        "config_source": {"worker_prefetch_multiplier": 1, "worker_disable_prefetch": True},
+    }}}
 
 
 def test_the_all_stages_job_is_partitioned_and_retried(tmp_path):
