@@ -13,7 +13,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install demo test dev clean
+.PHONY: install demo test dev clean system-deps
 
 install: $(STAMP)
 
@@ -41,3 +41,8 @@ dev: install
 
 clean:
 	rm -rf .veritas
+
+# Optional Debian packages some tests use (skipped where absent): Redis for the Celery test, Chromium for the
+# dashboard screenshot, WordNet 3.0 for METEOR synonyms. Needs root.
+system-deps:
+	apt-get install -y --no-install-recommends redis-server chromium wordnet-base

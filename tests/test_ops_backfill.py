@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,6 +122,8 @@ def test_a_killed_quarter_is_retried_alone_and_the_results_match_an_uninterrupte
     assert same(results(cfg), reference) == []
 
 
+@pytest.mark.skipif(shutil.which("redis-server") is None and not Path("/usr/bin/redis-server").exists(),
+                    reason="Debian's redis-server is not installed (apt-get install redis-server)")
 def test_a_three_quarter_backfill_runs_through_two_celery_workers(env, reference):
     """Up to ``articles`` (reviews, trusted_reviews, articles and their checks): 15 steps, 5 per quarter."""
     from tests.ops_support import celery_workers, redis_server
