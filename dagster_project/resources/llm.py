@@ -417,8 +417,8 @@ class LLMResource(dg.ConfigurableResource):
         local, opened = self._conns
         conn = getattr(local, "conn", None)
         if conn is None:
-            conn = local.conn = self._connect()
-            with self._state_lock():
+            with self._state_lock():  # one thread at a time: the first one switches to WAL and creates the schema
+                conn = local.conn = self._connect()
                 opened.append(conn)
         yield conn
 
