@@ -241,20 +241,38 @@ def _after_fetch(review: TrustedReview, result: FetchResult) -> tuple[str, str]:
 def fetch_article(review: TrustedReview, web: WebResource, pipeline: PipelineResource) -> tuple[Article | None, str]:
     """One review page: (article, "") or (None, the reason it yields no article)."""
     result = web.fetch(review.review_url, content_types=HTML_TYPES, reuse=True)
-    reason, html = _after_fetch(review, result)
-    if reason:
-        return None, reason
-    return build_article(review, result.final_url, html, pipeline)
+    return _outcome(review, result, _limits(pipeline))
 
 
-def _extract_job(job: tuple) -> tuple[Article | None, str]:
-    """Worker entry (top level so a process pool can pickle it): one page's extraction, errors as a reason."""
-    review, final_url, html, limits = job
+def _limits(pipeline: PipelineResource) -> SimpleNamespace:
+    # a plain namespace: it crosses to worker processes, where a Dagster resource per page would cost more
+    keys = ("min_raw_chars", "min_article_chars", "max_article_chars")
+    return SimpleNamespace(**{k: getattr(pipeline, k) for k in keys})
+
+
+def _outcome(review: TrustedReview, result: FetchResult, limits: SimpleNamespace) -> tuple[Article | None, str]:
+    """A fetched page to (article, "") or (None, reason); a page that raises is an error reason, never lost."""
     try:
-        # a plain namespace: building a Dagster resource per page would cost more than the extraction
-        return build_article(review, final_url, html, SimpleNamespace(**limits))
+        reason, html = _after_fetch(review, result)
+        return (None, reason) if reason else build_article(review, result.final_url, html, limits)
     except Exception as err:  # noqa: BLE001 - one page must not lose the others
         return None, f"error:{type(err).__name__}"
+
+
+_WORKER: dict = {}  # a replay worker's web resource and limits, inherited through fork
+
+
+def _replay_worker_init(web: WebResource, limits: SimpleNamespace) -> None:
+    _WORKER.update(web=web, limits=limits)
+
+
+def _replay_chunk(reviews: list[TrustedReview]) -> tuple[list, list[dict]]:
+    """Worker entry in replay mode, where fetching is file reading and decompression (CPU work like the
+    extraction): fetch and extract a few pages; the fetch-log entries go back to the parent's log."""
+    web, limits = _WORKER["web"], _WORKER["limits"]
+    mark = web.fetch_log_size()
+    results = web.fetch_many([r.review_url for r in reviews], content_types=HTML_TYPES, reuse=True)
+    return [_outcome(review, result, limits) for review, result in zip(reviews, results)], web.fetch_log(since=mark)
 
 
 def _resolved(outcome) -> tuple[Article | None, str]:
@@ -266,38 +284,68 @@ def _resolved(outcome) -> tuple[Article | None, str]:
 
 def scrape(
     reviews: list[TrustedReview], web: WebResource, pipeline: PipelineResource, log=None, workers: int | None = None,
-    batch: int = 64,
+    batch: int = 64, replay_chunk: int = 8,
 ) -> tuple[list[Article], StageYield]:
-    """Fetch pages in concurrent batches (politeness is the web resource's job) and extract them on ``workers``
-    processes (trafilatura is CPU-bound); results keep the input order."""
+    """Fetch and extract every page on ``workers`` processes (trafilatura is CPU-bound); results keep the input
+    order. Live, the parent fetches in concurrent batches (politeness is the web resource's job) while the pool
+    extracts; replay fetching is CPU work too, so the workers read the archive themselves, ``replay_chunk``
+    pages per task."""
     workers = max(1, workers if workers is not None else pipeline.scrape_workers)
     if multiprocessing.current_process().daemon:
         workers = 1  # daemonic processes (e.g. a Celery prefork worker) may not start children
-    limits = {k: getattr(pipeline, k) for k in ("min_raw_chars", "min_article_chars", "max_article_chars")}
+    limits = _limits(pipeline)
     stats = StageYield(len(reviews))
     outcomes: list = []  # (article, reason) or a Future of it, in input order
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) if workers > 1 else None
+    pool = None
+    if workers > 1:
+        in_workers = web.mode == "replay"
+        if in_workers:
+            web.load_replay_index()  # built once before the fork; the workers share it
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"),
+            initializer=_replay_worker_init if in_workers else None, initargs=(web, limits) if in_workers else (),
+        )
     try:
-        for start in range(0, len(reviews), batch):
-            chunk = reviews[start : start + batch]
-            # the next batch is fetched while the pool still extracts the previous one
-            for review, result in zip(chunk, web.fetch_many([r.review_url for r in chunk], content_types=HTML_TYPES, reuse=True)):
-                reason, html = _after_fetch(review, result)
-                job = (review, result.final_url, html, limits)
-                if reason:
-                    outcomes.append((None, reason))
-                else:
-                    outcomes.append(pool.submit(_extract_job, job) if pool else _extract_job(job))
-            in_flight = [o for o in outcomes[: max(0, len(outcomes) - 2 * batch)] if isinstance(o, Future)]
-            for future in in_flight:  # bound memory: at most two batches of pages wait in the pool
-                future.exception()
-            if log:
-                log.info(f"{STAGE}: {len(outcomes)}/{len(reviews)} fetched")
-        outcomes = [_resolved(o) for o in outcomes]
+        if pool and web.mode == "replay":
+            outcomes = _scrape_replay_parallel(reviews, web, pool, replay_chunk, log)
+        else:
+            for start in range(0, len(reviews), batch):
+                chunk = reviews[start : start + batch]
+                # the next batch is fetched while the pool still extracts the previous one
+                results = web.fetch_many([r.review_url for r in chunk], content_types=HTML_TYPES, reuse=True)
+                for review, result in zip(chunk, results):
+                    outcomes.append(
+                        pool.submit(_outcome, review, result, limits) if pool else _outcome(review, result, limits)
+                    )
+                in_flight = [o for o in outcomes[: max(0, len(outcomes) - 2 * batch)] if isinstance(o, Future)]
+                for future in in_flight:  # bound memory: at most two batches of pages wait in the pool
+                    future.exception()
+                if log:
+                    log.info(f"{STAGE}: {len(outcomes)}/{len(reviews)} fetched")
+            outcomes = [_resolved(o) for o in outcomes]
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
     return map_records(STAGE, outcomes, lambda outcome: outcome, stats), stats
+
+
+def _scrape_replay_parallel(
+    reviews: list[TrustedReview], web: WebResource, pool: ProcessPoolExecutor, size: int, log
+) -> list:
+    chunks = [reviews[start : start + size] for start in range(0, len(reviews), size)]
+    futures = [pool.submit(_replay_chunk, chunk) for chunk in chunks]
+    outcomes: list = []
+    for chunk, future in zip(chunks, futures):
+        error = future.exception()  # a worker that died (e.g. killed for memory) loses its pages, not the stage
+        if error:
+            outcomes.extend([(None, f"error:{type(error).__name__}")] * len(chunk))
+        else:
+            pages, entries = future.result()
+            outcomes.extend(pages)
+            web.extend_fetch_log(entries)
+        if log and (len(outcomes) % 256 < size or len(outcomes) == len(reviews)):
+            log.info(f"{STAGE}: {len(outcomes)}/{len(reviews)} fetched and extracted")
+    return outcomes
 
 
 def fetch_metadata(entries: list[dict]) -> dict[str, float | int]:

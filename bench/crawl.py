@@ -156,11 +156,14 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--per-host", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("stage3", "crawl"), help="run one of the two benches")
     args = parser.parse_args()
     asyncio.get_event_loop_policy()  # the resource and the server run their own loops in threads
     with tempfile.TemporaryDirectory(prefix="veritas-bench-") as folder:
-        bench_stage3(args.pages, folder, args.rounds)
-        bench_crawl(args.hosts, args.per_host, folder)
+        if args.only in (None, "stage3"):
+            bench_stage3(args.pages, folder, args.rounds)
+        if args.only in (None, "crawl"):
+            bench_crawl(args.hosts, args.per_host, folder)
     return 0
 
 

@@ -184,16 +184,21 @@ class _NoSockets:
             monkeypatch.setattr(socket, name, refuse(name))
 
 
-def test_stage3_from_warc_replay_opens_zero_sockets(served, monkeypatch):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_stage3_from_warc_replay_opens_zero_sockets(served, monkeypatch, workers):
+    """With 2 workers the forked workers read the archive: a socket there would raise in the worker and turn
+    the page into an error drop, so the exact drops and article below also hold the workers to zero sockets."""
     review = served["review"]
     other = _review(f"http://{AFP_HOST}:{served['port']}/never-fetched")
     replay = WebResource(mode="replay", warc_paths=[str(served["archive"])])
     guard = _NoSockets(monkeypatch)
-    articles, stats = scrape([review, other], replay, PipelineResource(), workers=2)
+    articles, stats = scrape([review, other], replay, PipelineResource(), workers=workers, replay_chunk=1)
     monkeypatch.undo()
     assert guard.attempts == []
     assert dict(stats.drops) == {"fetch_failed:not_archived": 1}
     assert [a.model_dump() for a in articles] == [served["article"].model_dump()]
+    # the workers' fetch-log entries reach the parent's log, in input order, for the stage's yields
+    assert [(e["url"], e["error"]) for e in replay.fetch_log()] == [(review.review_url, None), (other.review_url, "not_archived")]
 
 
 def test_a_chosen_url_not_in_the_article_is_never_accepted(served, tmp_path):

@@ -383,6 +383,19 @@ class WebResource(dg.ConfigurableResource):
         with self._lock:
             return [dict(entry) for entry in self._log[since:]]
 
+    def fetch_log_size(self) -> int:
+        with self._lock:
+            return len(self._log)
+
+    def extend_fetch_log(self, entries: list[dict]) -> None:
+        """Entries logged by a copy of this resource in a worker process (parallel replay in stage 3)."""
+        with self._lock:
+            self._log.extend(dict(entry) for entry in entries)
+
+    def load_replay_index(self) -> None:
+        """Index the WARC files now (e.g. before forking workers that share it); fetches do it on demand."""
+        self._ensure_index()
+
     # ---- public fetch ----------------------------------------------------------------------
 
     def fetch(
