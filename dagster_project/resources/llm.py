@@ -359,8 +359,8 @@ class LLMResource(dg.ConfigurableResource):
                 return router
             litellm = _import_litellm()
             params = self._deployment(m.model, m.api_base, m.api_key_env)
-            # litellm reads rpm/tpm for routing only; the blocking limits are this resource's (see _limiter)
-            params.update({k: v for k, v in (("rpm", m.rpm), ("tpm", m.tpm)) if v})
+            # rpm/tpm are not passed: litellm would only route by them (and track usage per call, ~1 ms), while
+            # each Router holds one deployment; the blocking limits are this resource's (see _limiter)
             # litellm prices each answer itself; with the member's own prices it skips the cost-map search
             params.update({k: v for k, v in (("input_cost_per_token", m.input_cost_per_token),
                                              ("output_cost_per_token", m.output_cost_per_token)) if v is not None})
