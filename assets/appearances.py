@@ -12,16 +12,20 @@ from assets.common import (
     StageYield,
     count,
     finish_stage,
+    llm_metadata,
     load_upstream,
     map_records,
     quarter_of_context,
     stage_asset,
 )
+from assets.ensemble import ask, finish_llm_stage
 from assets.media import MediaError, MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.crawl_ytdlp import VideoError, download_video
+from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
+from schemas.answers import AppearanceChoiceAnswer
 from schemas.records import Appearance, Article, ClaimAppearances, Medium, TrustedReview
 
 STAGE = "appearances"
@@ -271,24 +275,45 @@ class Recoverer:
         return appearance, []
 
 
+def chooser_options(candidates: list[str], article: Article, limit: int) -> list[str]:
+    """What a chooser sees: the candidate links first, then the article's other outbound links, at most ``limit``."""
+    return list(dict.fromkeys(candidates + [link for link in article.links if _host(link)]))[: max(0, limit)]
+
+
+def model_chooser(llm: LLMResource, member: str, max_urls: int):
+    """A chooser that asks one ensemble member (cached and ledgered like every call). A failed or invalid answer
+    chooses nothing, so the links keep their page order."""
+    llm.member(member)  # an unknown member is a config error: fail before the first claim
+
+    def choose(review: TrustedReview, article: Article, options: list[str]) -> list[str]:
+        ans = ask(llm, member, "choose_appearance", AppearanceChoiceAnswer, stage=STAGE, max_string=1000,
+                  claim=review.claim_text, review_url=review.review_url, links=options, max_urls=max_urls)
+        return list((ans.parsed or {}).get("urls") or [])
+
+    return choose
+
+
 def recover_claim(
     review: TrustedReview, article: Article, recoverer: Recoverer, pipeline: PipelineResource, chooser=None,
     rejected: list[str] | None = None,
 ) -> ClaimAppearances:
     """At most ``max_appearances`` usable appearances, then the article's videos and images as further candidates.
 
-    ``chooser(review, article, candidates) -> list[str]`` (e.g. a model) may put candidates first; what it names
-    that is not literally in the article or the ClaimReview is dropped (and listed in ``rejected``).
+    ``chooser(review, article, options) -> list[str]`` (e.g. ``model_chooser``) may put links first, among the
+    candidates and the article's other outbound links; what it names that is not literally in the article or
+    the ClaimReview is dropped (and listed in ``rejected``). The candidates are still tried after its picks.
     """
     appearances: list[Appearance] = []
     media: list[Medium] = []
     by_original: dict[str, Appearance] = {}
     links = candidate_links(review, article)
-    if chooser is not None and links:
-        accepted, refused = accept_llm_choice(list(chooser(review, article, links)), review, article)
-        if rejected is not None:
-            rejected.extend(refused)
-        links = list(dict.fromkeys(accepted + links))
+    if chooser is not None:
+        options = chooser_options(links, article, pipeline.chooser_max_links)
+        if len(options) >= 2:  # with one link or none there is nothing to choose: it is tried anyway
+            accepted, refused = accept_llm_choice(list(chooser(review, article, options)), review, article)
+            if rejected is not None:
+                rejected.extend(refused)
+            links = list(dict.fromkeys(accepted + links))
     for link in links:
         if sum(a.status == "ok" for a in appearances) >= pipeline.max_appearances:
             break
@@ -319,7 +344,7 @@ def recover_claim(
 
 def recover_all(
     reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, pipeline: PipelineResource, log=None,
-    threads: int = 8,
+    threads: int = 8, chooser=None,
 ) -> tuple[list[ClaimAppearances], StageYield]:
     """Claims run on ``threads`` threads: their fetches wait on the network and on per-host politeness, so
     several claims in flight keep the web resource busy. Results keep the input order."""
@@ -327,16 +352,21 @@ def recover_all(
     stats = StageYield(len(articles))
 
     def recover(article: Article):
+        refused: list[str] = []
         try:
-            return recover_claim(by_id[article.review_id], article, recoverer, pipeline), None
+            claim = recover_claim(by_id[article.review_id], article, recoverer, pipeline, chooser, refused)
+            return claim, None, refused
         except Exception as err:  # noqa: BLE001 - counted as a drop by map_records below
-            return None, err
+            return None, err, refused
 
     with ThreadPoolExecutor(max(1, threads)) as pool:
         recovered = list(pool.map(recover, articles))
+    if chooser is not None:
+        stats.extra["chooser/refused_urls"] = sum(len(r[2]) for r in recovered)
+        stats.extra["chooser/claims_with_refusals"] = sum(1 for r in recovered if r[2])
 
     def one(outcome):
-        claim, err = outcome
+        claim, err, _ = outcome
         if err is not None:
             raise err
         usable = [a for a in claim.appearances if a.status == "ok"]
@@ -358,11 +388,15 @@ def recover_all(
     pool="web",
 )
 def appearances(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
+    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource,
+    llm: LLMResource,
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
     recoverer = Recoverer(web, store.media_store(), pipeline)
+    chooser = None
+    if pipeline.appearance_chooser:
+        chooser = model_chooser(llm, pipeline.appearance_chooser, pipeline.max_appearances + 1)
     mark = len(web.fetch_log())
     out, stats = recover_all(
         load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad),
@@ -370,7 +404,12 @@ def appearances(
         recoverer,
         pipeline,
         context.log,
+        chooser=chooser,
     )
     stats.extra["media"] = sum(len(c.media) for c in out)
     stats.extra.update(fetch_metadata(web.fetch_log(since=mark)))
-    return finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats, bad)
+    if chooser is None:
+        return finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats, bad)
+    stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
+    result = finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats, bad)
+    return finish_llm_stage(result, llm, store, STAGE, quarter, context.run_id)

@@ -61,9 +61,11 @@ def ask(
     stage: str,
     media: list[Medium] = (),
     media_store: MediaStore | None = None,
+    max_string: int = 200,
     **inputs,
 ) -> LLMAnswer:
-    """One structured question to one ensemble member; the cache key covers prompt version and media hashes."""
+    """One structured question to one ensemble member; the cache key covers prompt version and media hashes.
+    ``max_string`` caps every free string in the schema the model sees (URLs need more than prose)."""
     messages = render(prompt, media=media_context(list(media)), **inputs)
     if media and llm.is_vision(member):
         parts = [{"type": "text", "text": messages[-1]["content"]}]
@@ -72,7 +74,7 @@ def ask(
     return llm.complete_json(
         member,
         messages,
-        json_schema(answer_model),
+        json_schema(answer_model, max_string),
         answer_model,
         template_id=prompt,
         template_hash=template_hash(prompt),

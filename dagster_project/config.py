@@ -42,6 +42,10 @@ class PipelineResource(dg.ConfigurableResource):
     max_appearances: int = 2
     require_appearance: bool = True
     max_candidate_media: int = 8
+    # an ensemble member that orders the candidate links (posts, archives, other outbound links) before they are
+    # fetched; a URL it names that is not literally in the article or the ClaimReview is refused. Empty: page order.
+    appearance_chooser: str = ""
+    chooser_max_links: int = 30  # links shown to it: the candidates first, then other outbound links
     # stage 5
     max_media: int = 4
     max_words: int = 70

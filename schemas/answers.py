@@ -34,6 +34,13 @@ class MediaRatingAnswer(Answer):
     contextualization: PropertyAnswer
 
 
+class AppearanceChoiceAnswer(Answer):
+    """Stage 4: the candidate links where the claim itself was published, most likely first."""
+
+    urls: list[Annotated[str, StringConstraints(max_length=1000)]] = Field(max_length=5)
+    reason: str = Field(default="", max_length=300)
+
+
 class RectifiedCheckAnswer(Answer):
     consistent: YesNo
     shareable: YesNo

@@ -20,15 +20,19 @@ from assets.appearances import (
     archive_kind,
     candidate_links,
     is_post,
+    model_chooser,
+    recover_all,
     recover_claim,
 )
 from assets.articles import fetch_article, scrape
 from assets.common import stable_id
 from assets.media import MediaStore
 from dagster_project.config import PipelineResource
-from dagster_project.resources.web import WebResource
+from dagster_project.resources.llm import EnsembleMember, LLMResource
+from dagster_project.resources.web import FetchResult, WebResource
 from schemas.records import Article, TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply, Request
+from tests.openai_stub import OpenAIStub
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 AFP_HOST = "faktencheck.afp.com"
@@ -212,21 +216,64 @@ def test_a_chosen_url_not_in_the_article_is_never_accepted(served, tmp_path):
     assert rejected == [invented, "not a url", "https://x.com", "https://example.org/report"]
 
     calls = []
-
-    class NoNetwork:  # recover_claim must not even try the invented URL
-        def fetch(self, url, *a, **kw):
-            calls.append(url)
-            from dagster_project.resources.web import FetchResult
-
-            return FetchResult(url=url, final_url=url, status=None, error="not_archived")
-
-    recoverer = Recoverer(NoNetwork(), MediaStore(str(tmp_path)), PipelineResource())
+    recoverer = Recoverer(_NoNetwork(calls), MediaStore(str(tmp_path)), PipelineResource())
     small = Article(**{**article.model_dump(), "images": [], "video_urls": []})
     refused: list[str] = []
     claim = recover_claim(review, small, recoverer, PipelineResource(), chooser=lambda r, a, c: [invented], rejected=refused)
     assert refused == [invented] and invented not in calls
     assert all(a.url != invented for a in claim.appearances)
     assert calls[0] == AFP_POST and candidate_links(review, small)[0] == AFP_POST
+
+
+class _NoNetwork:
+    """A web resource that records what was asked and has nothing (a chooser test must not fetch anything)."""
+
+    def __init__(self, calls: list):
+        self.calls = calls
+
+    def fetch(self, url, *a, **kw):
+        self.calls.append(url)
+        return FetchResult(url=url, final_url=url, status=None, error="not_archived")
+
+
+def test_a_model_chooser_through_litellm_is_held_to_the_articles_urls(served, tmp_path, monkeypatch):
+    """The stage-4 chooser asks an ensemble member over real HTTP (litellm against a loopback stub): its picks
+    are tried first, an invented URL is refused and never fetched, and a second run is answered by the cache."""
+    review, article = served["review"], served["article"]
+    small = Article(**{**article.model_dump(), "images": [], "video_urls": []})
+    candidates = candidate_links(review, small)
+    other = next(link for link in small.links if link not in candidates and link.startswith("https://"))
+    invented = AFP_POST[:-1] + "0"
+    prompts = []
+
+    def respond(mode, body):
+        prompts.append(body["messages"][-1]["content"])
+        return 200, json.dumps({"urls": [invented, other, AFP_POST], "reason": "the post that carried the claim"})
+
+    stub = OpenAIStub(respond)
+    monkeypatch.setenv("CHOOSER_STUB_KEY", "sk-test")
+    llm = LLMResource(members=[EnsembleMember(name="picker", model="openai/scripted", api_base=stub.base("pick"),
+                                              api_key_env="CHOOSER_STUB_KEY")],
+                      cache_path=str(tmp_path / "llm.sqlite"))
+    pipeline = PipelineResource(appearance_chooser="picker")
+    runs = []
+    try:
+        for _ in range(2):
+            calls: list[str] = []
+            recoverer = Recoverer(_NoNetwork(calls), MediaStore(str(tmp_path / "media")), pipeline)
+            claims, stats = recover_all([review], [small], recoverer, pipeline, threads=1,
+                                        chooser=model_chooser(llm, "picker", pipeline.max_appearances + 1))
+            runs.append((calls, stats))
+    finally:
+        stub.close()
+        llm.close()
+    (calls, stats), (again, _) = runs
+    assert len(prompts) == 1  # the second run came from the cache
+    assert AFP_POST in prompts[0] and other in prompts[0] and invented not in prompts[0]
+    assert calls[:2] == [other, AFP_POST] and invented not in calls  # its picks first, in its order
+    assert again == calls
+    assert stats.extra["chooser/refused_urls"] == 1 and stats.extra["chooser/claims_with_refusals"] == 1
+    assert llm.ledger_summary(stage="appearances")["calls"] == 2
 
 
 def test_paywall_markup_and_non_html_answers_are_recorded_with_a_reason(tmp_path):

@@ -16,8 +16,10 @@ from tests.conftest import write_demo_config
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory):
-    """The demo config in a temp data dir, slimmed so that the real local model answers in about a minute."""
-    return write_demo_config(tmp_path_factory.mktemp("veritas"), max_candidate_media=2, max_media=2, evidence_chars=600)
+    """The demo config in a temp data dir, slimmed so that the real local model answers in about a minute; the
+    stage-4 chooser is on, so the embedded model also orders the AFP article's links."""
+    return write_demo_config(tmp_path_factory.mktemp("veritas"), max_candidate_media=2, max_media=2, evidence_chars=600,
+                             appearance_chooser="smollm2-t0")
 
 
 def test_definitions_load_with_groups_and_quarter_partitions(config_file):
@@ -66,6 +68,10 @@ def test_every_stage_reports_a_consistent_funnel(demo_run):
     for upstream, downstream in zip(ASSET_NAMES[:4], ASSET_NAMES[1:5]):
         assert stages[upstream]["rows_out"] == stages[downstream]["rows_in"]
     assert stages["articles"]["rows_out"] == 1 and stages["appearances"]["rows_out"] == 1
+    # the chooser asked the real model once; whatever it named outside the article was refused, not fetched
+    chooser = stages["appearances"]["extras"]
+    assert chooser["llm/calls"] == 1 and chooser["llm/errors"] == 0 and chooser["llm/raw_outputs"] == 1
+    assert chooser["chooser/refused_urls"] >= 0 and "chooser/claims_with_refusals" in chooser
     text = format_funnel(report)
     assert "reviews" in text and "unknown_publisher=1" in text
 
@@ -133,7 +139,7 @@ def test_dashboard_shows_the_model_stages_of_the_demo_run(demo_run, tmp_path):
 
     (report,) = collect_range(demo_run, "2026Q2", "2026Q2")
     calls = {name: s["extras"]["llm/calls"] for name, s in report["stages"].items() if "llm/calls" in s["extras"]}
-    assert set(calls) == {"normalized_claims", "scored_claims", "rectified_claims", "predictions"}
+    assert set(calls) == {"appearances", "normalized_claims", "scored_claims", "rectified_claims", "predictions"}
     llm = quarter_summary(report)["llm"]
     assert llm["calls"] == sum(calls.values()) > 0 and llm["cost_usd"] == 0.0  # the embedded model costs nothing
     assert report["checks"]["reviews_volume"]["passed"] and report["checks"]["articles_scrape_success"]["passed"]
