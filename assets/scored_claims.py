@@ -1,10 +1,12 @@
 """Stage 6: an ensemble of models rates the four integrity properties; disagreement drops the claim."""
 
+import re
 import statistics
 from collections import Counter
 from fractions import Fraction
 
 import dagster as dg
+from rapidfuzz import fuzz
 
 from assets.common import (
     StageYield,
@@ -76,18 +78,42 @@ def to_rating(member: str, prop: str, answer: dict, medium_index: int = -1, raw:
     )
 
 
+# A sentence ends at . ! ? before a space, or at their CJK forms; a regex is enough to cut explanations of at
+# most 600 characters into points (nltk's punkt would need a data download).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*")
+MERGE_AGREEMENT = 0.5  # raters this close to the ensemble mean agree with it and contribute to the justification
+MERGE_DUPLICATE = 85  # rapidfuzz token_sort_ratio at or above which a sentence repeats one already kept
+MERGE_MAX_CHARS = 900
+
+
+def merge_justifications(ratings: list[Rating], mean: float) -> str:
+    """One justification from the members': the explanations of the raters that agree with the ensemble score,
+    nearest the mean first, cut into sentences, with sentences that repeat an earlier one (reworded or
+    reordered) left out. A rater whose score is far from the mean argued for another verdict and is left out."""
+    agreeing = sorted((r for r in ratings if r.justification.strip()), key=lambda r: abs(r.score - mean))
+    agreeing = [r for i, r in enumerate(agreeing) if i == 0 or abs(r.score - mean) <= MERGE_AGREEMENT]
+    kept: list[str] = []
+    for rating in agreeing:
+        for sentence in _SENTENCE_END.split(" ".join(rating.justification.split())):
+            if not sentence or any(fuzz.token_sort_ratio(sentence.lower(), k.lower()) >= MERGE_DUPLICATE for k in kept):
+                continue
+            if kept and sum(len(k) + 1 for k in kept) + len(sentence) > MERGE_MAX_CHARS:
+                return " ".join(kept)
+            kept.append(sentence)
+    return " ".join(kept)
+
+
 def aggregate(ratings: list[Rating], prop: str, medium_index: int = -1) -> PropertyVerdict | None:
-    """Mean score; tags given by at least half the raters; the justification of the rater nearest the mean."""
+    """Mean score; tags given by at least half the raters; one justification merged from the agreeing raters'."""
     mine = [r for r in ratings if r.property == prop and r.medium_index == medium_index]
     if not mine:
         return None
     scores = [r.score for r in mine]
     mean = statistics.fmean(scores)
     tag_votes = Counter(t for r in mine for t in set(r.tags))
-    spokesman = min(mine, key=lambda r: (abs(r.score - mean), not r.justification))
     return PropertyVerdict(
         property=prop, medium_index=medium_index, score=max(-1.0, min(1.0, mean)), n_ratings=len(mine),
-        spread=max(scores) - min(scores), justification=spokesman.justification,
+        spread=max(scores) - min(scores), justification=merge_justifications(mine, mean),
         tags=sorted(t for t, n in tag_votes.items() if n * 2 >= len(mine)),
     )
 

@@ -12,6 +12,7 @@ from assets.scored_claims import (
     bin7,
     certainty_score,
     integrity_of,
+    merge_justifications,
     to_rating,
 )
 from dagster_project.config import PipelineResource
@@ -65,8 +66,36 @@ def test_aggregate_mean_spread_tags_and_justification():
     assert v.score == pytest.approx((-1 - 0.6667 + 0) / 3, abs=1e-4)
     assert v.spread == pytest.approx(1.0)
     assert v.tags == ["AI-generated"]  # 2 of 3 raters; "Forged" had 1 of 3; unknown tags are dropped at parse time
-    assert v.justification == "b says so"  # -0.667 is the rating nearest the mean -0.556
+    # b (-0.667) and a (-1) agree with the mean -0.556, c (0) does not; "a says so" only rewords "b says so"
+    assert v.justification == "b says so"
     assert aggregate(ratings, "veracity") is None
+
+
+def test_justifications_merge_the_agreeing_raters_points_without_repeats():
+    def said(member, category, certainty, text):
+        return to_rating(member, "contextualization", {"category": category, "certainty": certainty,
+                                                       "justification": text, "tags": []}, 0)
+
+    ratings = [
+        said("gpt", "negative", "certain", "The photo was taken in Santiago in 2015. It shows a protest, not the storm."),
+        said("claude", "negative", "rather certain",
+             "The photo is from 2015 and was taken in Santiago. Reverse image search finds it on a 2015 news site."),
+        said("gemini", "negative", "certain", "It shows a protest, not the storm."),
+        said("llama", "positive", "rather uncertain", "The picture could be from the storm."),  # argues the other way
+    ]
+    mean = sum(r.score for r in ratings) / len(ratings)  # (-1 - 2/3 - 1 + 1/3) / 4 = -7/12
+    assert merge_justifications(ratings, mean) == (
+        # nearest the mean first (claude, -2/3), then gpt and gemini (-1); reworded and repeated sentences once
+        "The photo is from 2015 and was taken in Santiago. Reverse image search finds it on a 2015 news site. "
+        "It shows a protest, not the storm."
+    )
+    verdict_ = aggregate(ratings, "contextualization", 0)
+    assert verdict_.justification == merge_justifications(ratings, mean) and "could be" not in verdict_.justification
+    # a lone rater far from a split mean still speaks (nearest first); CJK sentences split without spaces
+    split = [said("a", "positive", "certain", "真的。图片来自2015年。"), said("b", "negative", "certain", "")]
+    assert merge_justifications(split, 0.0) == "真的。 图片来自2015年。"
+    long = [said(m, "negative", "certain", f"Point {m} " + "x" * 400 + ".") for m in "abc"]
+    assert len(merge_justifications(long, -1.0)) <= 900 and merge_justifications(long, -1.0).startswith("Point a")
 
 
 def test_integrity_is_the_lowest_with_tie_order():
@@ -226,7 +255,8 @@ def test_integrity_minimum_over_three_parts_hand_computed(monkeypatch):
     script.update(claim_script("veracity", (1 / 3, 1 / 3, 1.0)))
     scored, _, _ = run_scripted(monkeypatch, script, n_media=2)
     assert scored.integrity.score == pytest.approx(5 / 9) and scored.integrity.decisive_property == "context_coverage"
-    assert scored.context_coverage.justification == "j+0.33"  # the rater nearest the mean 5/9 (1/3, first such)
+    # merged: the raters nearest the mean 5/9 first (1/3, twice: said once), then the one at 1 (within 0.5)
+    assert scored.context_coverage.justification == "j+0.33 j+1.00"
 
 
 def test_disagreement_filter_applies_to_the_decisive_property_only(monkeypatch):
