@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame, validate_rows
-from schemas.records import Article, QuarantineRecord
+from schemas.records import QuarantineRecord
 
 PARTITIONS = quarterly_partitions
 
@@ -20,14 +20,15 @@ PARTITIONS = quarterly_partitions
 TRANSIENT_RETRY = dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
-def stage_asset(group: str, description: str, deps: tuple[str, ...] = (), pool: str | None = None, kinds=("python", "parquet")):
+def stage_asset(group: str, description: str, deps: tuple[str, ...] = (), pool: str | None = None, kinds=("python", "parquet"),
+                name: str | None = None):
     """The decorator every stage shares: quarter-partitioned, grouped by pipeline phase, optionally in a pool.
 
     ``pool`` ("llm", "web") bounds how many such steps run at once across all runs (limits: ``pools:`` in the
     config, applied to the instance by ``veritas backfill``, or the UI's Deployment > Concurrency page)."""
     return dg.asset(
         partitions_def=PARTITIONS, group_name=group, kinds=set(kinds), deps=list(deps), pool=pool, description=description,
-        retry_policy=TRANSIENT_RETRY if pool else None,
+        retry_policy=TRANSIENT_RETRY if pool else None, name=name,
     )
 
 
@@ -136,20 +137,6 @@ def llm_metadata(llm, stage: str, run_id: str) -> dict:
     """Calls, cache hits, tokens, cost and errors of one stage's model calls in this run."""
     summary = llm.ledger_summary(stage=stage, run_id=run_id)
     return {f"llm/{k}": v for k, v in summary.items() if isinstance(v, (int, float))}
-
-
-def run_claim_stage(context, stage: str, upstream: str, in_model, out_model, process, *, pipeline, store, llm):
-    """The LLM stages' wiring: upstream claims and their articles in, ``process`` over them, table and yield out.
-
-    ``process(claims, articles_by_review_id, media_store, log) -> (records, StageYield)``.
-    """
-    quarter = quarter_of_context(context)
-    bad: list = []  # upstream rows that fail validation
-    claims = load_upstream(store, upstream, quarter, in_model, bad)
-    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
-    out, stats = process(claims, articles, store.media_store(), context.log)
-    stats.extra.update(llm_metadata(llm, stage, context.run_id))
-    return finish_stage(context, store, stage, quarter, out, out_model, stats, bad)
 
 
 def count(stats: StageYield, key: str, n: int = 1) -> None:

@@ -6,11 +6,20 @@ from concurrent.futures import ThreadPoolExecutor
 import polars as pl
 from pydantic import BaseModel
 
+from assets.common import (
+    finish_stage,
+    llm_metadata,
+    load_upstream,
+    quarter_of_context,
+    stage_asset,
+)
 from assets.media import MediaStore
+from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMAnswer, LLMResource, image_part
+from dagster_project.resources.store import StoreResource
 from prompts import render, template_hash
 from schemas.answers import json_schema
-from schemas.records import Medium
+from schemas.records import Article, Medium
 
 # Phrases that address the model instead of the reader; articles quoting them are flagged, never obeyed.
 _INJECTION = re.compile(
@@ -122,3 +131,27 @@ def finish_llm_stage(result, llm: LLMResource, store, stage: str, quarter: str, 
         **dict(extra),
     })
     return dg.MaterializeResult(metadata=meta)
+
+
+def llm_claim_asset(name: str, description: str, upstream: str, in_model, out_model, process):
+    """Stages 5-7 as assets: the upstream claims and their articles in, ``process`` over them, the table, the
+    yield with the stage's model calls, and its raw outputs out.
+
+    ``process(claims, articles_by_review_id, llm, pipeline, media_store, log) -> (records, StageYield)``.
+    """
+    import dagster as dg
+
+    @stage_asset("claims", description, deps=(upstream, "articles"), pool="llm", name=name)
+    def _asset(
+        context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
+    ) -> dg.MaterializeResult:
+        quarter = quarter_of_context(context)
+        bad: list = []  # upstream rows that fail validation
+        claims = load_upstream(store, upstream, quarter, in_model, bad)
+        articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
+        out, stats = process(claims, articles, llm, pipeline, store.media_store(), context.log)
+        stats.extra.update(llm_metadata(llm, name, context.run_id))
+        result = finish_stage(context, store, name, quarter, out, out_model, stats, bad)
+        return finish_llm_stage(result, llm, store, name, quarter, context.run_id)
+
+    return _asset

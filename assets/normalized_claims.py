@@ -3,22 +3,16 @@
 import re
 from functools import cache
 
-import dagster as dg
-
 from assets.common import (
     StageYield,
     count,
     map_records,
-    quarter_of_context,
-    run_claim_stage,
     stable_id,
-    stage_asset,
 )
-from assets.ensemble import ask, finish_llm_stage, injection_flags, prefetch
+from assets.ensemble import ask, injection_flags, llm_claim_asset, prefetch
 from assets.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
-from dagster_project.resources.store import StoreResource
 from prompts import label_scheme
 from schemas.answers import ClaimTextAnswer, MediaFilterAnswer
 from schemas.records import Article, ClaimAppearances, Medium, NormalizedClaim
@@ -155,18 +149,8 @@ def normalize_all(
     return map_records(STAGE, claims, one, stats, log), stats
 
 
-@stage_asset(
-    "claims",
+normalized_claims = llm_claim_asset(
+    STAGE,
     "Stage 5: the claim as a bare assertion (<= 2 sentences, 70 words) with at most 4 of its own media.",
-    deps=("appearances", "articles"),
-    pool="llm",
+    upstream="appearances", in_model=ClaimAppearances, out_model=NormalizedClaim, process=normalize_all,
 )
-def normalized_claims(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
-) -> dg.MaterializeResult:
-    result = run_claim_stage(
-        context, STAGE, "appearances", ClaimAppearances, NormalizedClaim,
-        lambda claims, articles, media, log: normalize_all(claims, articles, llm, pipeline, media, log),
-        pipeline=pipeline, store=store, llm=llm,
-    )
-    return finish_llm_stage(result, llm, store, STAGE, quarter_of_context(context), context.run_id)

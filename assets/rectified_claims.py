@@ -1,23 +1,18 @@
 """Stage 7: rewrite Compromised claims into true, shareable assertions; keep them only if they score Intact."""
 
-import dagster as dg
 
 from assets.common import (
     StageYield,
     count,
     map_records,
-    quarter_of_context,
-    run_claim_stage,
     stable_id,
-    stage_asset,
 )
-from assets.ensemble import ask, finish_llm_stage, prefetch
+from assets.ensemble import ask, llm_claim_asset, prefetch
 from assets.media import MediaStore
 from assets.normalized_claims import check_claim_text, with_media_refs
 from assets.scored_claims import evidence_for, score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
-from dagster_project.resources.store import StoreResource
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
 from schemas.records import Article, NormalizedClaim, PropertyVerdict, ScoredClaim
 
@@ -97,18 +92,8 @@ def rectify_all(
     return out, stats
 
 
-@stage_asset(
-    "claims",
+rectified_claims = llm_claim_asset(
+    STAGE,
     "Stage 7: originals plus Intact rectified variants of Compromised claims, linked both ways.",
-    deps=("scored_claims", "articles"),
-    pool="llm",
+    upstream="scored_claims", in_model=ScoredClaim, out_model=ScoredClaim, process=rectify_all,
 )
-def rectified_claims(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
-) -> dg.MaterializeResult:
-    result = run_claim_stage(
-        context, STAGE, "scored_claims", ScoredClaim, ScoredClaim,
-        lambda claims, articles, media, log: rectify_all(claims, articles, llm, pipeline, media, log),
-        pipeline=pipeline, store=store, llm=llm,
-    )
-    return finish_llm_stage(result, llm, store, STAGE, quarter_of_context(context), context.run_id)

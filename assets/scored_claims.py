@@ -5,22 +5,17 @@ import statistics
 from collections import Counter
 from fractions import Fraction
 
-import dagster as dg
 from rapidfuzz import fuzz
 
 from assets.common import (
     StageYield,
     count,
     map_records,
-    quarter_of_context,
-    run_claim_stage,
-    stage_asset,
 )
-from assets.ensemble import ask, finish_llm_stage, injection_flags, prefetch
+from assets.ensemble import ask, injection_flags, llm_claim_asset, prefetch
 from assets.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
-from dagster_project.resources.store import StoreResource
 from prompts import label_scheme
 from schemas.answers import MediaRatingAnswer, PropertyAnswer
 from schemas.records import (
@@ -250,18 +245,8 @@ def score_all(
     return out, stats
 
 
-@stage_asset(
-    "claims",
+scored_claims = llm_claim_asset(
+    STAGE,
     "Stage 6: ensemble ratings of authenticity, contextualization, veracity, context coverage; integrity.",
-    deps=("normalized_claims", "articles"),
-    pool="llm",
+    upstream="normalized_claims", in_model=NormalizedClaim, out_model=ScoredClaim, process=score_all,
 )
-def scored_claims(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
-) -> dg.MaterializeResult:
-    result = run_claim_stage(
-        context, STAGE, "normalized_claims", NormalizedClaim, ScoredClaim,
-        lambda claims, articles, media, log: score_all(claims, articles, llm, pipeline, media, log),
-        pipeline=pipeline, store=store, llm=llm,
-    )
-    return finish_llm_stage(result, llm, store, STAGE, quarter_of_context(context), context.run_id)

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
 # --------------------------------------------------------------------------- packet guard
@@ -222,3 +223,25 @@ class LoopbackServer:
         if reply.chunked:
             writer.write(b"0\r\n\r\n")
         await writer.drain()
+
+
+class ThreadedHTTP:
+    """A plain ``http.server`` handler class served on 127.0.0.1 from a thread, as a context manager (for tests
+    that script one handler rather than hosts and replies)."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)  # quick shutdown
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

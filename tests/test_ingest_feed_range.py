@@ -6,8 +6,7 @@ dateModified at the head), then one that is rewritten, then one from a server th
 import csv
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -21,6 +20,7 @@ from assets.sources import (
 from dagster_project.config import SourceSpec
 from dagster_project.resources.web import WebResource
 from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
+from tests.loopback_web import ThreadedHTTP
 
 
 def _feed_bytes(items: list[dict], modified: str) -> bytes:
@@ -36,7 +36,7 @@ def items():
         return gfc_feed_items(claims) + ifcn_feed_items(list(csv.DictReader(fh)))  # 153 real ClaimReviews
 
 
-class RangeServer:
+class RangeServer(ThreadedHTTP):
     """Serves ``self.body`` with single byte ranges (RFC 9110 'bytes=a-b' and 'bytes=a-') unless ``ranges`` is off."""
 
     def __init__(self):
@@ -76,16 +76,7 @@ class RangeServer:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 def test_growing_feed_is_fetched_by_range(items, tmp_path):
@@ -94,7 +85,7 @@ def test_growing_feed_is_fetched_by_range(items, tmp_path):
     assert len(v1) > 100_000
     state = tmp_path / "sources"
     with RangeServer() as srv:
-        url = f"http://127.0.0.1:{srv.httpd.server_address[1]}/feed.json"
+        url = f"{srv.base}/feed.json"
         web = WebResource(mode="live", archive_dir=str(tmp_path / "warc"), allow_private_hosts=["127.0.0.1"])
         try:
             srv.body = v1
@@ -144,7 +135,7 @@ def test_range_fetched_feed_through_the_stage(items, tmp_path):
     v1 = _feed_bytes(items[:120], "2026-01-05T10:00:00Z")
     v2 = _feed_bytes(items, "2026-01-06T10:00:00Z")
     with RangeServer() as srv:
-        url = f"http://127.0.0.1:{srv.httpd.server_address[1]}/feed.json"
+        url = f"{srv.base}/feed.json"
         web = WebResource(mode="live", archive_dir=str(tmp_path / "warc"), allow_private_hosts=["127.0.0.1"])
         try:
             srv.body = v1

@@ -8,11 +8,10 @@ import copy
 import gzip
 import io
 import json
-import threading
 import tracemalloc
 from collections import Counter
 from datetime import date
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,13 +24,14 @@ from assets.sources import (
     FactCheckToolsClient,
     FactCheckToolsError,
     claimreviews_from_page,
-    fetch_feed_incremental,
     feed_url_triples,
+    fetch_feed_incremental,
     load_sources,
     stream_datafeed,
 )
 from dagster_project.config import SourceSpec, load_config
 from dagster_project.resources.web import WebResource
+from tests.loopback_web import ThreadedHTTP
 from tests.test_reviews import _malformed_sources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def _html(name: str) -> str:
     return gzip.decompress((FIXTURES / name).read_bytes()).decode("utf-8")
 
 
-class _Server:
+class _Server(ThreadedHTTP):
     """A loopback HTTP server around one handler function (path, query) -> (status, headers, body)."""
 
     def __init__(self, handle):
@@ -68,21 +68,7 @@ class _Server:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)  # quick shutdown
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 # --- 1. streaming DataFeed ---------------------------------------------------------------------------------------
