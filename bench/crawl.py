@@ -89,6 +89,13 @@ def bench_stage3(n_pages: int, folder: str, rounds: int = 3) -> None:
                                                           length=len(body), http_headers=headers))
     reviews = [_review(u) for u in urls]
     pipeline = PipelineResource()
+    starts = []
+    for _ in range(2):  # the first start reads the whole WARC and leaves its index beside it; the second reads that
+        start = time.perf_counter()
+        WebResource(mode="replay", warc_paths=[warc]).load_replay_index()
+        starts.append(time.perf_counter() - start)
+    print(f"replay index of {os.path.getsize(warc) / 1e6:.1f} MB WARC: {starts[0] * 1000:.0f} ms reading the WARC, "
+          f"{starts[1] * 1000:.1f} ms from its index file ({starts[0] / starts[1]:.0f}x)")
     print(f"stage 3 from WARC replay: {n_pages} pages ({len(pages)} distinct real pages), os.cpu_count()={os.cpu_count()}")
     timings: dict[int, float] = {}
     paired: list[float] = []  # sequential / parallel wall time within one round

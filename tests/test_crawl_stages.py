@@ -13,6 +13,7 @@ import imageio_ffmpeg
 import numpy as np
 import pytest
 from PIL import Image
+from warcio.archiveiterator import ArchiveIterator
 
 from assets.appearances import (
     Recoverer,
@@ -298,6 +299,31 @@ def test_paywall_markup_and_non_html_answers_are_recorded_with_a_reason(tmp_path
         finally:
             web.close()
     assert articles == [] and dict(stats.drops) == {"paywall": 1, "not_html": 1}
+
+
+def test_a_page_cut_short_in_the_archive_by_a_crash_is_fetched_again(tmp_path):
+    async def handle(req: Request) -> Reply:
+        return Reply(200, {"Content-Type": "text/html; charset=utf-8"}, AFP_HTML)
+
+    with PacketGuard({AFP_HOST: "127.0.0.1"}), LoopbackServer(handle) as srv:
+        url = f"http://{AFP_HOST}:{srv.port}/page"
+        results = []
+        for _ in range(2):
+            web = WebResource(mode="live", archive_dir=str(tmp_path / "warc"), allow_private_hosts=[AFP_HOST],
+                              per_host_delay_s=0.0)
+            try:
+                results.append(web.fetch(url, content_types=("text/html",), reuse=True))
+            finally:
+                web.close()
+            if len(results) == 1:  # the first run "crashes" while writing the page: its WARC ends mid-record
+                warc = Path(web.warc_path)
+                with open(warc, "rb") as fh:
+                    records = ArchiveIterator(fh)
+                    offset = next(records.get_record_offset() for r in records if r.rec_type == "response")
+                warc.write_bytes(warc.read_bytes()[: offset + 2000])
+    first, second = results
+    assert first.ok and not second.from_archive and second.ok and second.content == AFP_HTML
+    assert [r.path for r in srv.requests] == ["/page", "/page"]  # the damaged copy was not served as the page
 
 
 def test_a_stage3_rerun_fetches_only_the_pages_that_failed(tmp_path):

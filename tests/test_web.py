@@ -2,6 +2,7 @@
 
 import gzip
 import io
+import json
 import socket
 import threading
 import time
@@ -407,6 +408,52 @@ def test_replay_handmade_warc(tmp_path, no_network, gz):
     assert dangling.redirects == ["https://t.co/Dangling"]
     pic = replay.fetch("https://example.org/pic.jpg")
     assert pic.ok and pic.content == JPEG and pic.content_type == "image/jpeg"
+
+
+def test_the_replay_index_is_kept_beside_each_warc_and_rebuilt_when_the_warc_changes(tmp_path, no_network,
+                                                                                       monkeypatch):
+    import dagster_project.resources.web as web_module
+
+    warc = tmp_path / "handmade.warc.gz"
+    _write_handmade_warc(warc, True)
+    sidecar = tmp_path / ("handmade.warc.gz" + web_module.INDEX_SUFFIX)
+    first = WebResource(mode="replay", warc_paths=[str(warc)])
+    assert first.fetch("https://t.co/AbC123").content == PAGE and sidecar.is_file()
+
+    scans = []
+    real_iterator = web_module.ArchiveIterator
+    monkeypatch.setattr(web_module, "ArchiveIterator", lambda fh, *a, **kw: scans.append(fh) or real_iterator(fh, *a, **kw))
+    second = WebResource(mode="replay", warc_paths=[str(warc)])
+    second.load_replay_index()
+    assert scans == []  # the index came from the file beside the WARC
+    assert second.fetch("https://t.co/AbC123").content == PAGE and len(scans) == 2  # the redirect and the page
+
+    _write_handmade_warc(warc, True)  # rewritten: a new mtime (and the stamp no longer matches)
+    with open(warc, "ab") as fh:  # and one more record, so the size differs too
+        writer = WARCWriter(fh, gzip=True)
+        writer.write_record(writer.create_warc_record("https://example.org/late", "resource", payload=io.BytesIO(b"late"),
+                                                      length=4, warc_content_type="text/plain"))
+    scans.clear()
+    third = WebResource(mode="replay", warc_paths=[str(warc)])
+    assert third.fetch("https://example.org/late").content == b"late" and len(scans) == 2  # re-indexed, then read
+    sidecar.write_text("{not json")  # a damaged index file is ignored and replaced
+    assert WebResource(mode="replay", warc_paths=[str(warc)]).fetch("https://example.org/late").content == b"late"
+    assert json.loads(sidecar.read_text())["size"] == warc.stat().st_size
+
+    # a WARC cut short by a crash: the records before the cut are served, the cut one is never served as whole
+    cut = tmp_path / "cut.warc.gz"
+    cut.write_bytes(warc.read_bytes()[: warc.stat().st_size - 20])
+    damaged = WebResource(mode="replay", warc_paths=[str(cut)])
+    assert damaged.fetch("https://t.co/AbC123").content == PAGE
+    late = damaged.fetch("https://example.org/late")
+    assert (late.error, late.content) == (web_module.DAMAGED, b"")
+    # bytes that are no WARC record after good ones: the good ones count, and the file gets no index file
+    garbage = tmp_path / "garbage.warc.gz"
+    garbage.write_bytes(warc.read_bytes() + b"this is not a WARC record\r\n" * 4)
+    assert WebResource(mode="replay", warc_paths=[str(garbage)]).fetch("https://example.org/late").content == b"late"
+    assert not (tmp_path / ("garbage.warc.gz" + web_module.INDEX_SUFFIX)).exists()
+    with pytest.raises(FileNotFoundError, match="check web.warc_paths"):
+        WebResource(mode="replay", warc_paths=[str(tmp_path / "typo.warc.gz")]).load_replay_index()
 
 
 def test_normalize_url():

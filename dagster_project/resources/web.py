@@ -18,6 +18,8 @@ import datetime as dt
 import functools
 import hashlib
 import io
+import json
+import logging
 import os
 import re
 import socket
@@ -27,7 +29,7 @@ import urllib.robotparser
 import uuid
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 import backoff
@@ -52,6 +54,8 @@ from dagster_project.resources.crawl_guard import (
     retry_after_seconds,
     split_target,
 )
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["ALLOWED_SCHEMES", "FetchResult", "WebResource", "normalize_url"]
 
@@ -212,11 +216,18 @@ class _Hop(pydantic.BaseModel):
     from_archive: bool = False
 
 
-class _IndexEntry(pydantic.BaseModel):
+class _IndexEntry(NamedTuple):
     path: str
     offset: int
     kind: str  # "response", "resource" or "failure"
     rank: int = RANK_FINAL
+
+
+# Next to each WARC the index of its records is kept (<file>.index.json), valid while the file's size and mtime
+# are unchanged, so a start-up reads each archived file once, not at every run.
+INDEX_SUFFIX = ".index.json"
+INDEX_VERSION = 1
+DAMAGED = "damaged_in_archive"  # the WARC ends inside the record (e.g. the crawler was killed while writing)
 
 
 class _HostState:
@@ -581,17 +592,48 @@ class WebResource(dg.ConfigurableResource):
     def _build_index(self) -> dict[str, _IndexEntry]:
         index: dict[str, _IndexEntry] = {}
         for path in self._warc_files():
-            with open(path, "rb") as handle:
-                records = ArchiveIterator(handle)
+            for key, offset, kind, rank in self._file_index(path):
+                self._index_put(index, key, _IndexEntry(path=str(path), offset=offset, kind=kind, rank=rank))
+        return index
+
+    def _file_index(self, path: Path) -> list[tuple[str, int, str, int]]:
+        """(key, offset, kind, rank) of one WARC's records in file order: from its index file when that still
+        matches the WARC, else by reading the WARC (and then writing the index file for the next start)."""
+        if not path.is_file():
+            raise FileNotFoundError(f"WARC file not found: {path} (check web.warc_paths)")
+        stat = path.stat()
+        sidecar = path.with_name(path.name + INDEX_SUFFIX)
+        stamp = {"version": INDEX_VERSION, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        try:
+            saved = json.loads(sidecar.read_text(encoding="utf-8"))
+            if all(saved.get(k) == v for k, v in stamp.items()):
+                return [tuple(e) for e in saved["entries"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # none yet, or unreadable: read the WARC
+        entries, complete = [], False
+        with open(path, "rb") as handle:
+            records = ArchiveIterator(handle)
+            try:
                 for record in records:
                     kind, rank = self._index_kind(record)
                     uri = record.rec_headers.get_header("WARC-Target-URI")
                     if kind is None or not uri:
                         continue
-                    entry = _IndexEntry(path=str(path), offset=records.get_record_offset(), kind=kind, rank=rank)
                     variant = record.rec_headers.get_header(VARIANT_FIELD)
-                    self._index_put(index, normalize_url(uri) + (f" {variant}" if variant else ""), entry)
-        return index
+                    entries.append((normalize_url(uri) + (f" {variant}" if variant else ""), records.get_record_offset(),
+                                    kind, rank))
+                complete = True
+            except Exception as exc:  # noqa: BLE001 - a WARC cut short by a crash keeps the records before the cut
+                _LOG.warning("WARC %s is damaged after %d indexed records (%s); the rest is ignored", path,
+                             len(entries), type(exc).__name__)
+        if complete and path.stat().st_size == stat.st_size:  # a file still being written gets no index file
+            try:
+                tmp = sidecar.with_name(f"{sidecar.name}.{uuid.uuid4().hex}.tmp")
+                tmp.write_text(json.dumps({**stamp, "entries": entries}), encoding="utf-8")
+                os.replace(tmp, sidecar)
+            except OSError:
+                pass  # a read-only archive is indexed again next time
+        return entries
 
     @staticmethod
     def _index_put(index: dict[str, _IndexEntry], key: str, entry: _IndexEntry) -> None:
@@ -632,11 +674,12 @@ class WebResource(dg.ConfigurableResource):
             if entry.kind == "resource":
                 content, too_large = _read_capped(record.raw_stream, max_bytes)
                 content_type = record.rec_headers.get_header("Content-Type") or "application/octet-stream"
+                short = not too_large and _cut_short(record, len(content))
                 return _Hop(
                     status=200,
                     headers={"content-type": content_type, "content-length": str(len(content))},
-                    content=content,
-                    error="too_large" if too_large else None,
+                    content=b"" if short else content,
+                    error="too_large" if too_large else DAMAGED if short else None,
                     warc_path=entry.path,
                 )
             http = record.http_headers
@@ -648,6 +691,9 @@ class WebResource(dg.ConfigurableResource):
                 raw_too_large = False
             else:
                 raw, raw_too_large = _read_capped(record.raw_stream, max_bytes)
+                if not raw_too_large and _cut_short(record, len(raw)):
+                    # the file ends inside this record (a crash while writing): never serve half a body as whole
+                    return _Hop(status=status, headers=headers, error=DAMAGED, warc_path=entry.path)
                 content, too_large = _decode_body(raw, headers.get("content-encoding"), max_bytes)
             truncated = record.rec_headers.get_header("WARC-Truncated")
             error = "too_large" if (too_large or raw_too_large) else None
@@ -764,7 +810,8 @@ class WebResource(dg.ConfigurableResource):
             if entry is not None and entry.rank == RANK_FINAL:
                 hop = self._read_entry(entry, max_bytes)
                 hop.from_archive = True
-                return hop
+                if hop.error != DAMAGED:
+                    return hop  # a record cut short in the archive is fetched again
         refusal = await self._check_target(url)
         if refusal is not None:
             return self._failure(url, *refusal, variant=variant)
@@ -1034,6 +1081,13 @@ class WebResource(dg.ConfigurableResource):
             key = normalize_url(url.split("#", 1)[0]) + (f" {variant}" if variant else "")
             self._remember(key, offset, "failure", RANK_FAILURE)
             return _Hop(error=error, detail=detail, warc_path=self._warc_path)
+
+
+def _cut_short(record, got: int) -> bool:
+    """The WARC ends inside this record: fewer payload bytes than its Content-Length promised, or none promised."""
+    payload = getattr(record, "payload_length", -1)
+    expected = payload if record.http_headers is not None and isinstance(payload, int) and payload >= 0 else record.length
+    return not isinstance(expected, int) or got < expected
 
 
 def _variant(method: str, data: bytes | None) -> str:
