@@ -65,6 +65,13 @@ def test_tables_are_versioned_objects_with_a_latest_pointer(s3, tmp_path):
     small_parts = s3_store(s3, tmp_path / "wc", prefix="unit", multipart_threshold=5 * MiB, part_size=5 * MiB)
     small_parts.put_file(tmp_path / "big.bin", "warc/big.warc.gz")
     assert small_parts.get_file("warc/big.warc.gz", tmp_path / "back.bin").read_bytes() == payload
+    # the WARC mirror takes WARCs, not the local index files beside them
+    warcs = tmp_path / "warcs"
+    warcs.mkdir()
+    (warcs / "run1.warc.gz").write_bytes(b"warc bytes")
+    (warcs / "run1.warc.gz.index.json").write_text("{}")
+    mirror = s3_store(s3, tmp_path / "wc", prefix="mirror", warc_dir=str(warcs))
+    assert mirror.sync_warc() == 1 and set(mirror.list_objects("warc")) == {"warc/run1.warc.gz"}
 
 
 class Interrupted(io.RawIOBase):

@@ -24,6 +24,7 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
+from dagster_project.resources.web import INDEX_SUFFIX
 from schemas.frames import polars_schema, to_frame
 from schemas.records import QuarantineRecord
 
@@ -329,17 +330,19 @@ class StoreResource(dg.ConfigurableResource):
         """Upload new or grown WARC files from ``warc_dir`` to ``warc/`` (s3; a no-op locally)."""
         if not (self.is_s3 and self.warc_dir):
             return 0
-        return self.push_dir(Path(self.warc_dir), "warc", changed_size=True)
+        # the index files beside the WARCs are local caches (stamped with local mtimes): they stay here
+        return self.push_dir(Path(self.warc_dir), "warc", changed_size=True, skip_suffixes=(INDEX_SUFFIX, ".tmp"))
 
-    def push_dir(self, folder: Path, prefix: str, changed_size: bool = False) -> int:
-        """Upload every file of ``folder`` missing under ``prefix`` (or, with ``changed_size``, of another size)."""
+    def push_dir(self, folder: Path, prefix: str, changed_size: bool = False, skip_suffixes: tuple[str, ...] = ()) -> int:
+        """Upload every file of ``folder`` missing under ``prefix`` (or, with ``changed_size``, of another size),
+        except names ending in ``skip_suffixes``."""
         folder = Path(folder)
         if not folder.exists():
             return 0
         remote = self.list_objects(prefix)
         sent = 0
         for path in sorted(folder.rglob("*")):
-            if not path.is_file() or path.name.startswith(".tmp-"):
+            if not path.is_file() or path.name.startswith(".tmp-") or path.name.endswith(skip_suffixes):
                 continue
             rel = f"{prefix}/{path.relative_to(folder).as_posix()}"
             size = path.stat().st_size
