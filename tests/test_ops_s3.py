@@ -195,3 +195,33 @@ def test_media_written_through_the_bucket_are_read_on_a_fresh_host(s3, tmp_path)
     assert local.is_relative_to(tmp_path / "host-b") and Image.open(local).size == (320, 240)
     with pytest.raises(FileNotFoundError):
         reader.read("images/00/missing.jpg")
+
+
+def test_warc_pull_brings_the_buckets_archive_to_a_replaying_host(s3, tmp_path, capsys):
+    import shutil
+
+    import yaml
+
+    from dagster_project.cli import main
+    from dagster_project.resources.web import WebResource
+
+    demo_warc = PROJECT_ROOT / "demo" / "snapshot" / "pages.warc.gz"
+
+    def config(name: str, archive: Path) -> str:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({"data_dir": str(tmp_path / name), "web": {"archive_dir": str(archive)},
+                                        "store": s3_settings(s3, prefix="warc-test")}))
+        return str(path)
+
+    crawler = tmp_path / "crawler-warc"
+    crawler.mkdir()
+    shutil.copy(demo_warc, crawler / "run1.warc.gz")
+    assert main(["--config", config("crawler", crawler), "warc", "push"]) == 0
+    replayer = tmp_path / "replayer-warc"
+    assert main(["--config", config("replayer", replayer), "warc", "pull"]) == 0
+    assert "pulled 1 WARC file(s)" in capsys.readouterr().out
+    assert (replayer / "run1.warc.gz").read_bytes() == demo_warc.read_bytes()
+    page = WebResource(mode="replay", warc_paths=[str(replayer)]).fetch("https://faktencheck.afp.com/doc.afp.com.B2LA2G3")
+    assert page.ok and b"Alex Jones" in page.content
+    assert main(["--config", config("replayer", replayer), "warc", "pull"]) == 0  # nothing new: nothing fetched
+    assert "pulled 0 WARC file(s)" in capsys.readouterr().out
