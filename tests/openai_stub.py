@@ -65,6 +65,33 @@ class OpenAIStub:
         self.httpd.shutdown()
 
 
+def rating(category: str, certainty: str = "certain", why: str = "scripted") -> dict:
+    """One scripted rater answer to a stage-6 property prompt."""
+    return {"category": category, "certainty": certainty, "justification": why, "tags": []}
+
+
+def rating_reply(user: str, contextualization: dict, veracity: dict) -> tuple:
+    """The scripted reply to a stage-6 rating prompt (media authenticity and contextualization, veracity, context
+    coverage); any other prompt gets a 500 that names it."""
+    if "on authenticity and on contextualization" in user:
+        return 200, json.dumps({"authenticity": rating("positive"), "contextualization": contextualization})
+    if "Rate the claim on veracity" in user:
+        return 200, json.dumps(veracity)
+    if "Rate the claim on context_coverage" in user:
+        return 200, json.dumps(rating("positive", "rather certain"))
+    return 500, {"error": {"message": f"unscripted prompt: {user[-80:]}"}}
+
+
+@contextmanager
+def serving(responder: Responder):
+    """An OpenAIStub for the length of a with block (module fixtures yield from it)."""
+    stub = OpenAIStub(responder)
+    try:
+        yield stub
+    finally:
+        stub.close()
+
+
 @contextmanager
 def fast_router_backoff(max_sleep_s: float = 0.01):
     """Shorten the litellm Router's retry backoff (seconds per 429/5xx) while keeping its decisions; yields the list

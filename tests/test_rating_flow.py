@@ -14,13 +14,9 @@ from assets.scored_claims import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import Article, Medium, NormalizedClaim
-from tests.openai_stub import OpenAIStub
+from tests.openai_stub import rating, rating_reply, serving
 
 TRUE_TEXT = "The photo shows a 2019 protest in Paris."
-
-
-def answer(category, certainty="certain", why="scripted"):
-    return {"category": category, "certainty": certainty, "justification": why, "tags": []}
 
 
 def scripted(mode: str, body: dict):
@@ -33,25 +29,18 @@ def scripted(mode: str, body: dict):
     if "You check a rewritten claim" in system:
         return 200, json.dumps({"consistent": "yes", "shareable": "yes"})
     true_claim = TRUE_TEXT in user
-    if "on authenticity and on contextualization" in user:
-        ooc = "OUT-OF-CONTEXT" in user and not true_claim
-        return 200, json.dumps({"authenticity": answer("positive"),
-                                "contextualization": answer("negative" if ooc else "positive", why="wrong year")})
-    if "Rate the claim on veracity" in user:
-        category = "positive" if true_claim or "TRUE" in user else "negative"
-        if mode == "contrarian":
-            category = "positive" if category == "negative" else "negative"
-        return 200, json.dumps(answer(category, why="the article says otherwise" if category == "negative" else "fine"))
-    if "Rate the claim on context_coverage" in user:
-        return 200, json.dumps(answer("positive", "rather certain"))
-    return 500, {"error": {"message": f"unscripted prompt: {user[-80:]}"}}
+    ooc = "OUT-OF-CONTEXT" in user and not true_claim
+    category = "positive" if true_claim or "TRUE" in user else "negative"
+    if mode == "contrarian":
+        category = "positive" if category == "negative" else "negative"
+    return rating_reply(user, rating("negative" if ooc else "positive", why="wrong year"),
+                        rating(category, why="the article says otherwise" if category == "negative" else "fine"))
 
 
 @pytest.fixture(scope="module")
 def stub():
-    s = OpenAIStub(scripted)
-    yield s
-    s.close()
+    with serving(scripted) as s:
+        yield s
 
 
 def resource(stub, tmp_path, modes=("agree", "agree", "agree")) -> LLMResource:

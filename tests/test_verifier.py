@@ -27,7 +27,7 @@ from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
 from schemas.frames import from_frame, to_frame
 from schemas.records import Article, NormalizedClaim, Prediction
-from tests.openai_stub import OpenAIStub
+from tests.openai_stub import rating, rating_reply, serving
 
 WARC = PROJECT_ROOT / "demo/snapshot/pages.warc.gz"
 HONJO_IMAGE = "https://web.archive.org/web/20200422093011im_/"  # prefix of the archived Facebook image (2020-04-22)
@@ -119,10 +119,6 @@ def test_fewshot_examples_chosen_by_bm25():
 # ------------------------------------------------------------------------------------ scripted model
 
 
-def answer(category, certainty="certain", why="scripted"):
-    return {"category": category, "certainty": certainty, "justification": why, "tags": []}
-
-
 MEMORY = {}  # claim keyword -> paragraphs the scripted model "remembers"
 
 
@@ -151,20 +147,13 @@ def scripted(mode: str, body: dict):
     if "You compare a piece of evidence" in system:
         reference, prediction = user.split('"""')[1].strip(), user.split('"""')[3].strip()
         return 200, json.dumps({"covered": "yes" if reference == prediction else "no"})
-    if "on authenticity and on contextualization" in user:
-        return 200, json.dumps({"authenticity": answer("positive"), "contextualization": answer("negative")})
-    if "Rate the claim on veracity" in user:
-        return 200, json.dumps(answer("negative", why="earlier sources contradict it"))
-    if "Rate the claim on context_coverage" in user:
-        return 200, json.dumps(answer("positive", "rather certain"))
-    return 500, {"error": {"message": f"unscripted prompt: {user[-80:]}"}}
+    return rating_reply(user, rating("negative"), rating("negative", why="earlier sources contradict it"))
 
 
 @pytest.fixture(scope="module")
 def stub():
-    s = OpenAIStub(scripted)
-    yield s
-    s.close()
+    with serving(scripted) as s:
+        yield s
 
 
 @pytest.fixture(autouse=True)
