@@ -1,8 +1,10 @@
 """Issue 4: platform classification and archive mapping on every appearance URL of the real IFCN sample.
 
 Counts measured on tests/fixtures/ifcn_source_urls.txt (the CSV's source_url column). The issue text quotes
-"162 archive + 698 social links"; counted by host here, the 699 http(s) URLs hold 228 archive links (137
-archive.today family, 75 perma.cc, 16 Wayback) and 319 links on the named social platforms.
+"162 archive + 698 social links". The 162 are the links on archive.* hosts (the CSV's source_domain column):
+137 archive.today family and 25 archive.org, of which 16 are Wayback captures and 9 item pages; perma.cc's 75
+are counted apart. Counted by host, the 699 http(s) URLs hold 228 archive links (137 archive.today family, 75
+perma.cc, 16 Wayback) and 319 links on the named social platforms; no rule found here gives 698 social links.
 """
 
 from collections import Counter
@@ -37,6 +39,9 @@ def test_archive_links_by_service_and_mirror(urls):
     }
     # archive.org item pages (uploads such as archive.org/details/552videoclaim) are not Wayback captures
     assert sum(1 for u in urls if _host(u) == "archive.org") == 9 and not any(archive_kind(u) for u in urls if _host(u) == "archive.org")
+    # the issue's 162 archive links: every link on an archive.* host (Wayback captures under web.archive.org)
+    on_archive_hosts = [u for u in urls if _host(u).startswith("archive.") or _host(u).endswith(".archive.org")]
+    assert len(on_archive_hosts) == 162
 
 
 def test_wayback_links_map_from_the_url_and_short_codes_need_the_page(urls):
