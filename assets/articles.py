@@ -4,6 +4,7 @@ import json
 import multiprocessing
 import re
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from types import SimpleNamespace
 from urllib.parse import urljoin, urlsplit
 
@@ -296,15 +297,7 @@ def scrape(
     limits = _limits(pipeline)
     stats = StageYield(len(reviews))
     outcomes: list = []  # (article, reason) or a Future of it, in input order
-    pool = None
-    if workers > 1:
-        in_workers = web.mode == "replay"
-        if in_workers:
-            web.load_replay_index()  # built once before the fork; the workers share it
-        pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("fork"),
-            initializer=_replay_worker_init if in_workers else None, initargs=(web, limits) if in_workers else (),
-        )
+    pool = _pool(workers, web, limits) if workers > 1 else None
     try:
         if pool and web.mode == "replay":
             outcomes = _scrape_replay_parallel(reviews, web, pool, replay_chunk, log)
@@ -314,9 +307,8 @@ def scrape(
                 # the next batch is fetched while the pool still extracts the previous one
                 results = web.fetch_many([r.review_url for r in chunk], content_types=HTML_TYPES, reuse=True)
                 for review, result in zip(chunk, results):
-                    outcomes.append(
-                        pool.submit(_outcome, review, result, limits) if pool else _outcome(review, result, limits)
-                    )
+                    job = (review, result, limits)
+                    outcomes.append(_submit(pool, _outcome, *job) if pool else _outcome(*job))
                 in_flight = [o for o in outcomes[: max(0, len(outcomes) - 2 * batch)] if isinstance(o, Future)]
                 for future in in_flight:  # bound memory: at most two batches of pages wait in the pool
                     future.exception()
@@ -326,14 +318,70 @@ def scrape(
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
+    broken = [i for i, (_, reason) in enumerate(outcomes) if reason == BROKEN]
+    if broken:  # a worker died: every page it had in flight or queued failed with it
+        if log:
+            log.warning(f"{STAGE}: a worker process died; trying its {len(broken)} pages again one at a time")
+        for i, outcome in zip(broken, _isolated([reviews[i] for i in broken], web, limits)):
+            outcomes[i] = outcome
     return map_records(STAGE, outcomes, lambda outcome: outcome, stats), stats
+
+
+BROKEN = f"error:{BrokenProcessPool.__name__}"
+
+
+def _submit(pool: ProcessPoolExecutor, fn, *args) -> Future:
+    """``pool.submit``; after a worker died the pool refuses new work, and the page fails like those in flight."""
+    try:
+        return pool.submit(fn, *args)
+    except BrokenProcessPool as err:
+        failed: Future = Future()
+        failed.set_exception(err)
+        return failed
+
+
+def _pool(workers: int, web: WebResource, limits: SimpleNamespace) -> ProcessPoolExecutor:
+    """Forked workers; in replay mode they get the web resource (its index built once, before the fork)."""
+    in_workers = web.mode == "replay"
+    if in_workers:
+        web.load_replay_index()
+    return ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork"),
+        initializer=_replay_worker_init if in_workers else None, initargs=(web, limits) if in_workers else (),
+    )
+
+
+def _isolated(reviews: list[TrustedReview], web: WebResource, limits: SimpleNamespace) -> list:
+    """Pages whose worker process died (killed for memory, a crash in a C extension) are tried again one at a
+    time in a fresh single worker, so a page that kills its worker loses only itself (``worker_died``). Live,
+    the page comes from the archive the first pass wrote."""
+    outcomes, pool = [], None
+    try:
+        for review in reviews:
+            pool = pool or _pool(1, web, limits)
+            try:
+                if web.mode == "replay":
+                    pages, entries = pool.submit(_replay_chunk, [review]).result()
+                    web.extend_fetch_log(entries)
+                    outcomes.append(pages[0])
+                else:
+                    result = web.fetch(review.review_url, content_types=HTML_TYPES, reuse=True)
+                    outcomes.append(pool.submit(_outcome, review, result, limits).result())
+            except BrokenProcessPool:
+                pool.shutdown(cancel_futures=True)
+                pool = None
+                outcomes.append((None, "worker_died"))
+    finally:
+        if pool:
+            pool.shutdown()
+    return outcomes
 
 
 def _scrape_replay_parallel(
     reviews: list[TrustedReview], web: WebResource, pool: ProcessPoolExecutor, size: int, log
 ) -> list:
     chunks = [reviews[start : start + size] for start in range(0, len(reviews), size)]
-    futures = [pool.submit(_replay_chunk, chunk) for chunk in chunks]
+    futures = [_submit(pool, _replay_chunk, chunk) for chunk in chunks]
     outcomes: list = []
     for chunk, future in zip(chunks, futures):
         error = future.exception()  # a worker that died (e.g. killed for memory) loses its pages, not the stage

@@ -326,6 +326,42 @@ def test_a_page_cut_short_in_the_archive_by_a_crash_is_fetched_again(tmp_path):
     assert [r.path for r in srv.requests] == ["/page", "/page"]  # the damaged copy was not served as the page
 
 
+def test_a_page_that_kills_its_worker_loses_only_itself(tmp_path, monkeypatch):
+    """A worker process that dies (here: os._exit in the extraction of one page, as an OOM kill or a crash in
+    a C extension would) fails every page it had; those are tried again one at a time, live and in replay."""
+    import assets.articles as stage3
+
+    real_extract = stage3.extract_article
+
+    def fragile(html, url, min_chars=1000):
+        if "/killer" in url:
+            os._exit(9)  # only ever in a forked worker: the parent extracts nothing with 2 workers
+        return real_extract(html, url, min_chars)
+
+    monkeypatch.setattr(stage3, "extract_article", fragile)
+
+    async def handle(req: Request) -> Reply:
+        return Reply(200, {"Content-Type": "text/html; charset=utf-8"}, AFP_HTML)
+
+    archive = tmp_path / "warc"
+    with PacketGuard({AFP_HOST: "127.0.0.1"}), LoopbackServer(handle) as srv:
+        reviews = [_review(f"http://{AFP_HOST}:{srv.port}/{name}")
+                   for name in ("a", "b", "killer", "c", "d", "e", "f", "g", "h", "i")]
+        web = WebResource(mode="live", archive_dir=str(archive), allow_private_hosts=[AFP_HOST], per_host_delay_s=0.0)
+        try:
+            live, live_stats = scrape(reviews, web, PipelineResource(), workers=2, batch=4)
+        finally:
+            web.close()
+        assert sorted(r.path for r in srv.requests) == sorted(f"/{n}" for n in "abcdefghi") + ["/killer"]  # each once
+    replay = WebResource(mode="replay", warc_paths=[str(archive)])
+    replayed, replay_stats = scrape(reviews, replay, PipelineResource(), workers=2, replay_chunk=3)
+    for articles, stats in ((live, live_stats), (replayed, replay_stats)):
+        assert dict(stats.drops) == {"worker_died": 1}
+        assert [a.review_url.rsplit("/", 1)[1] for a in articles] == list("abcdefghi")
+    # each page once in the fetch log, but the killer: its entry went down with the worker that read it
+    assert sorted(e["url"] for e in replay.fetch_log()) == sorted(r.review_url for r in reviews if "killer" not in r.review_url)
+
+
 def test_a_stage3_rerun_fetches_only_the_pages_that_failed(tmp_path):
     calls: dict[str, int] = {}
 
