@@ -242,6 +242,8 @@ def fetch_feed_incremental(web: WebResource, url: str, state_dir: str | os.PathL
     else:
         status = "changed" if previous else "new"
         _write_atomic(copy_path, body)
+        if method == "range":  # the archive holds only the parts: keep the rebuilt whole, so a replay sees it
+            web.archive_whole(url, body, headers.get("content-type", "application/json"), "Range requests")
     state[url] = {
         "etag": etag,
         "content_length": length,

@@ -9,6 +9,7 @@ import re
 from http.server import BaseHTTPRequestHandler
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from assets.reviews import ingest
 from assets.sources import (
@@ -123,6 +124,35 @@ def test_growing_feed_is_fetched_by_range(items, tmp_path):
             web.close()
     saved = json.loads((state / "feeds.json").read_text())[url]
     assert saved["method"] == "full" and saved["content_length"] == len(v2)
+
+
+def test_a_replay_sees_the_feed_the_incremental_live_runs_saw(items, tmp_path):
+    """Range answers are partial and never stand in for the URL; the whole body a live run rebuilt from them is
+    archived as a resource record, so replaying the archive gives the feed that run saw."""
+    v1 = _feed_bytes(items[:120], "2026-01-05T10:00:00Z")
+    v2 = _feed_bytes(items, "2026-02-01T08:30:00.123Z")
+    archive = tmp_path / "warc"
+    with RangeServer() as srv:
+        url = f"{srv.base}/feed.json"
+        web = WebResource(mode="live", archive_dir=str(archive), allow_private_hosts=["127.0.0.1"])
+        try:
+            srv.body = v1
+            assert fetch_feed_incremental(web, url, tmp_path / "live").method == "full"
+            srv.body = v2
+            assert fetch_feed_incremental(web, url, tmp_path / "live").method == "range"
+            assert fetch_feed_incremental(web, url, tmp_path / "live").status == "unchanged"  # nothing archived
+        finally:
+            web.close()
+    (warc,) = archive.glob("*.warc.gz")
+    with open(warc, "rb") as fh:
+        whole = [r for r in ArchiveIterator(fh) if r.rec_type == "resource"]
+    assert len(whole) == 1  # the rebuilt v2, once: the unchanged third run added no copy
+
+    replay = WebResource(mode="replay", warc_paths=[str(archive)])
+    first = fetch_feed_incremental(replay, url, tmp_path / "replay")
+    assert (first.status, first.path.read_bytes()) == ("new", v2)
+    again = fetch_feed_incremental(replay, url, tmp_path / "replay")  # its Range requests get the whole copy
+    assert (again.status, again.method) == ("unchanged", "full")
 
 
 def v2_path(tmp_path, body: bytes):

@@ -65,6 +65,7 @@ ERROR_FIELD = "veritas-error"
 DETAIL_FIELD = "veritas-error-detail"
 # Extension WARC field on records of requests other than a plain GET: "<METHOD> sha1:<body digest>".
 VARIANT_FIELD = "Veritas-Request-Variant"
+ASSEMBLED_FIELD = "Veritas-Assembled-From"  # on a resource record: the whole body rebuilt from partial answers
 # WARC-Truncated reason -> FetchResult.error, so a replayed truncated record reports what the live fetch did.
 TRUNCATION_ERRORS = {"length": "too_large", "time": "timeout", "disconnect": "read_error", "unspecified": "truncated"}
 # Hop-by-hop framing that httpx already removed from the body we store, so it must not be recorded either.
@@ -1061,6 +1062,24 @@ class WebResource(dg.ConfigurableResource):
             self._warc_file.flush()  # each record lands on disk at once, so a crash leaves a usable archive
             self._remember(_request_key(target, request.method, data), offset, "response", rank)
             return self._warc_path
+
+    def archive_whole(self, url: str, body: bytes, content_type: str, assembled_from: str) -> None:
+        """Archive a whole body that came over the wire in parts (e.g. a feed rebuilt from Range answers), as a
+        resource record for the URL: replay and reuse then serve this copy, as the live run saw it. A no-op in
+        replay mode."""
+        if self.mode != "live":
+            return
+        with self._lock:
+            writer = self._writer()
+            record = writer.create_warc_record(
+                url.split("#", 1)[0], "resource", payload=io.BytesIO(body), length=len(body),
+                warc_content_type=content_type or "application/octet-stream",
+                warc_headers_dict={ASSEMBLED_FIELD: assembled_from},
+            )
+            offset = self._warc_file.tell()
+            writer.write_record(record)
+            self._warc_file.flush()
+            self._remember(normalize_url(url.split("#", 1)[0]), offset, "resource", RANK_FINAL)
 
     def _failure(self, url: str, error: str, detail: str, variant: str = "") -> _Hop:
         """Record a fetch that produced no HTTP response, so the archive also explains what is missing."""
