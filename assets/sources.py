@@ -20,7 +20,13 @@ import extruct
 import httpx
 import ijson
 
-from assets.reviews import claimreview_to_row, datafeed_element_rows, iter_datafeed, normalize_claim_text
+from assets.reviews import (
+    claimreview_to_row,
+    datafeed_element_rows,
+    iter_datafeed,
+    normalize_claim_text,
+)
+from dagster_project.resources.files import atomic_write
 from dagster_project.resources.web import WebResource
 
 Triple = tuple[dict | None, str, Any]
@@ -158,13 +164,6 @@ def _read_state(state_file: Path) -> dict:
     return state if isinstance(state, dict) else {}
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 RANGE_OVERLAP = 16 * 1024  # bytes of the old copy that the new tail must repeat, proof that the feed only grew
 _HEAD_SLACK = 4096  # the head may grow a little (dateModified written with more digits)
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
@@ -241,7 +240,7 @@ def fetch_feed_incremental(web: WebResource, url: str, state_dir: str | os.PathL
         status = "unchanged"
     else:
         status = "changed" if previous else "new"
-        _write_atomic(copy_path, body)
+        atomic_write(copy_path, body)
         if method == "range":  # the archive holds only the parts: keep the rebuilt whole, so a replay sees it
             web.archive_whole(url, body, headers.get("content-type", "application/json"), "Range requests")
     state[url] = {
@@ -254,7 +253,7 @@ def fetch_feed_incremental(web: WebResource, url: str, state_dir: str | os.PathL
         "method": method,
         "bytes_fetched": fetched,
     }
-    _write_atomic(state_file, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
+    atomic_write(state_file, json.dumps(state, indent=1, sort_keys=True).encode("utf-8"))
     return FeedCopy(url, copy_path, status, sha, etag, length, cache_path, method, fetched)
 
 

@@ -70,10 +70,9 @@ def state_path(config: dict, backfill_id: str) -> Path:
 
 
 def save_state(path: Path, state: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    os.replace(tmp, path)  # a reader (the UI user, a test) never sees half a file
+    from dagster_project.resources.files import atomic_write
+
+    atomic_write(path, json.dumps(state, indent=2).encode())  # a reader (the UI user, a test) never sees half
 
 
 def find_run(instance, backfill_id: str, key: str, attempt: int):

@@ -26,6 +26,7 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 def run(args: argparse.Namespace) -> int:
     from dagster_project.config import load_config
     from dagster_project.resources.store import StoreResource
+    from dagster_project.resources.web import WARC_SUFFIXES
 
     try:
         config = load_config(getattr(args, "config", None))
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "pull":
             count = store.pull_dir("warc", folder)
-            total = sum(1 for p in folder.glob("*.warc*") if p.name.endswith((".warc", ".warc.gz"))) if folder.exists() else 0
+            total = sum(1 for p in folder.glob("*.warc*") if p.name.endswith(WARC_SUFFIXES)) if folder.exists() else 0
             print(f"pulled {count} WARC file(s) from {store.location}/warc into {folder} ({total} there now); "
                   f"replay them with web: {{mode: replay, warc_paths: [{folder}]}}")
         else:

@@ -24,24 +24,12 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
-from dagster_project.resources.web import INDEX_SUFFIX
+from dagster_project.resources.files import TMP_PREFIX, atomic_write
+from dagster_project.resources.web import WARC_SUFFIXES
 from schemas.frames import polars_schema, to_frame
 from schemas.records import QuarantineRecord
 
 MiB = 1024 * 1024
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    # A reader never sees a half-written file: write beside it, then rename over it.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def new_version(run_id: str = "") -> str:
@@ -141,7 +129,7 @@ class StoreResource(dg.ConfigurableResource):
     def put_bytes(self, rel: str, data: bytes, content_type: str = "application/octet-stream") -> None:
         """Write one object atomically."""
         if not self.is_s3:
-            _atomic_write(self.base / rel, data)
+            atomic_write(self.base / rel, data)
         elif len(data) > self.multipart_threshold:
             self.put_stream(rel, io.BytesIO(data), content_type)
         else:
@@ -152,7 +140,7 @@ class StoreResource(dg.ConfigurableResource):
         if not self.is_s3:
             target = self.base / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TMP_PREFIX)
             try:
                 with os.fdopen(fd, "wb") as fh:
                     shutil.copyfileobj(stream, fh, self.part_size)
@@ -255,7 +243,7 @@ class StoreResource(dg.ConfigurableResource):
                 return {}
             return {
                 p.relative_to(self.base).as_posix(): p.stat().st_size
-                for p in folder.rglob("*") if p.is_file() and not p.name.startswith((".tmp-", ".staging-"))
+                for p in folder.rglob("*") if p.is_file() and not p.name.startswith((TMP_PREFIX, ".staging-"))
             }
         out: dict[str, int] = {}
         strip = len(self._key(""))
@@ -330,19 +318,19 @@ class StoreResource(dg.ConfigurableResource):
         """Upload new or grown WARC files from ``warc_dir`` to ``warc/`` (s3; a no-op locally)."""
         if not (self.is_s3 and self.warc_dir):
             return 0
-        # the index files beside the WARCs are local caches (stamped with local mtimes): they stay here
-        return self.push_dir(Path(self.warc_dir), "warc", changed_size=True, skip_suffixes=(INDEX_SUFFIX, ".tmp"))
+        # WARC files only: the index files beside them are local caches (stamped with local mtimes)
+        return self.push_dir(Path(self.warc_dir), "warc", changed_size=True, suffixes=WARC_SUFFIXES)
 
-    def push_dir(self, folder: Path, prefix: str, changed_size: bool = False, skip_suffixes: tuple[str, ...] = ()) -> int:
-        """Upload every file of ``folder`` missing under ``prefix`` (or, with ``changed_size``, of another size),
-        except names ending in ``skip_suffixes``."""
+    def push_dir(self, folder: Path, prefix: str, changed_size: bool = False, suffixes: tuple[str, ...] = ()) -> int:
+        """Upload every file of ``folder`` missing under ``prefix`` (or, with ``changed_size``, of another size);
+        with ``suffixes``, only the names ending in one of them."""
         folder = Path(folder)
         if not folder.exists():
             return 0
         remote = self.list_objects(prefix)
         sent = 0
         for path in sorted(folder.rglob("*")):
-            if not path.is_file() or path.name.startswith(".tmp-") or path.name.endswith(skip_suffixes):
+            if not path.is_file() or path.name.startswith(TMP_PREFIX) or (suffixes and not path.name.endswith(suffixes)):
                 continue
             rel = f"{prefix}/{path.relative_to(folder).as_posix()}"
             size = path.stat().st_size
@@ -383,7 +371,7 @@ class StoreResource(dg.ConfigurableResource):
         os.replace(staging, final)
         self.put_bytes(f"releases/{quarter}/LATEST", final.name.encode(), "text/plain")
         if self.is_s3:
-            _atomic_write(final.parent / "LATEST", final.name.encode())
+            atomic_write(final.parent / "LATEST", final.name.encode())
         return final
 
     def latest_release(self, quarter: str) -> Path | None:
@@ -394,7 +382,7 @@ class StoreResource(dg.ConfigurableResource):
             return None
         folder = self.base / "releases" / quarter / name
         if self.is_s3 and not folder.exists():
-            scratch = Path(tempfile.mkdtemp(dir=self._mkparent(folder), prefix=".tmp-"))
+            scratch = Path(tempfile.mkdtemp(dir=self._mkparent(folder), prefix=TMP_PREFIX))
             try:
                 self.pull_dir(f"releases/{quarter}/{name}", scratch)
                 os.replace(scratch, folder)
@@ -412,13 +400,13 @@ class StoreResource(dg.ConfigurableResource):
         path = self.base / rel_path
         if self.is_s3:
             self.put_bytes(rel_path, data, "application/json")
-        _atomic_write(path, data)
+        atomic_write(path, data)
         return path
 
 
 def _stream_to(target: Path, stream: IO[bytes]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TMP_PREFIX)
     try:
         with os.fdopen(fd, "wb") as fh:
             shutil.copyfileobj(stream, fh, MiB)

@@ -54,6 +54,7 @@ from dagster_project.resources.crawl_guard import (
     retry_after_seconds,
     split_target,
 )
+from dagster_project.resources.files import atomic_write
 
 _LOG = logging.getLogger(__name__)
 
@@ -227,6 +228,7 @@ class _IndexEntry(NamedTuple):
 # Next to each WARC the index of its records is kept (<file>.index.json), valid while the file's size and mtime
 # are unchanged, so a start-up reads each archived file once, not at every run.
 INDEX_SUFFIX = ".index.json"
+WARC_SUFFIXES = (".warc", ".warc.gz")
 INDEX_VERSION = 1
 DAMAGED = "damaged_in_archive"  # the WARC ends inside the record (e.g. the crawler was killed while writing)
 
@@ -579,7 +581,7 @@ class WebResource(dg.ConfigurableResource):
         for entry in entries:
             path = Path(entry)
             if path.is_dir():
-                files.extend(sorted(p for p in path.iterdir() if p.name.endswith((".warc", ".warc.gz"))))
+                files.extend(sorted(p for p in path.iterdir() if p.name.endswith(WARC_SUFFIXES)))
             elif path.exists() or self.mode == "replay":
                 files.append(path)
         return list(dict.fromkeys(files))
@@ -629,9 +631,7 @@ class WebResource(dg.ConfigurableResource):
                              len(entries), type(exc).__name__)
         if complete and path.stat().st_size == stat.st_size:  # a file still being written gets no index file
             try:
-                tmp = sidecar.with_name(f"{sidecar.name}.{uuid.uuid4().hex}.tmp")
-                tmp.write_text(json.dumps({**stamp, "entries": entries}), encoding="utf-8")
-                os.replace(tmp, sidecar)
+                atomic_write(sidecar, json.dumps({**stamp, "entries": entries}).encode("utf-8"))
             except OSError:
                 pass  # a read-only archive is indexed again next time
         return entries
