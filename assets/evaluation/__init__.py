@@ -1,0 +1,1 @@
+"""The jobs the release feeds: the verifier and its evaluation."""

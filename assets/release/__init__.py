@@ -1,0 +1,1 @@
+"""The balanced, versioned quarterly release."""

@@ -1,0 +1,1 @@
+"""Stages 3-4: fact-check articles and the appearances' media."""
