@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from assets import evidence_scoring as es
+from assets.evaluation import evidence_scoring as es
 
 DEFAULT_DEV = ROOT.parent / "shared/data/evaluation/averitec_dev.json"
 

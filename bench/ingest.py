@@ -7,7 +7,7 @@ rows and the AFP page's ClaimReview; new review URLs and shifted dates, real tex
 with the mess real feeds have: duplicates, null items, missing URLs, claim dates after the review date. Then it
 runs, each in its own subprocess so that peak RSS is measured apart: the baseline (``json.load`` the whole
 file, then the per-record path: ``ingest`` + ``filter_trusted`` with pydantic records) and the columnar path
-(``assets.reviews_columnar``: streamed elements, polars cleaning and merging). Each writes the stage-1 table and
+(``assets.ingestion.reviews_columnar``: streamed elements, polars cleaning and merging). Each writes the stage-1 table and
 reads it back for stage 2, as the assets do (``--chain memory`` hands stage 1's result straight to stage 2 instead).
 Both results are compared.
 """
@@ -131,9 +131,9 @@ def run_baseline(feed: Path, out: Path) -> dict:
     """The per-record path as the assets chain it: stage 1 writes its table, stage 2 reads it back."""
     import polars as pl
 
-    import assets.sources  # noqa: F401 - the readers' imports (extruct, ...) are start-up, not ingestion: both load them untimed
-    from assets.reviews import ingest
-    from assets.trusted_reviews import filter_trusted, load_registry
+    import assets.ingestion.sources  # noqa: F401 - the readers' imports (extruct, ...) are start-up, not ingestion: both load them untimed
+    from assets.ingestion.reviews import ingest
+    from assets.ingestion.trusted_reviews import filter_trusted, load_registry
     from schemas.frames import from_frame, to_frame
     from schemas.records import Review, TrustedReview
 
@@ -159,9 +159,9 @@ def run_columnar(feed: Path, out: Path) -> dict:
     """The columnar path, chained the same way (the stage-1 table written, then read by stage 2)."""
     import polars as pl
 
-    import assets.sources  # noqa: F401 - as in the baseline: module imports stay out of the timing
-    from assets.reviews_columnar import ingest_columnar, trusted_columnar
-    from assets.trusted_reviews import load_registry
+    import assets.ingestion.sources  # noqa: F401 - as in the baseline: module imports stay out of the timing
+    from assets.ingestion.reviews_columnar import ingest_columnar, trusted_columnar
+    from assets.ingestion.trusted_reviews import load_registry
 
     start = time.perf_counter()
     reviews, bad, stats = ingest_columnar([("datafeed", feed.name, str(feed))], None)

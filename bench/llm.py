@@ -30,7 +30,7 @@ import httpx
 import pydantic
 
 from assets.ensemble import prefetch
-from assets.scored_claims import score_claim
+from assets.claims.scored_claims import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import NormalizedClaim

@@ -5,8 +5,8 @@ import os
 import dagster as dg
 import polars as pl
 
-from assets.release import validate_release
-from assets.scored_claims import bin3
+from assets.release.release import validate_release
+from assets.claims.scored_claims import bin3
 from dagster_project.partitions import to_key, to_label
 from dagster_project.resources.store import StoreResource
 

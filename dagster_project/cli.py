@@ -195,7 +195,7 @@ def export_release(config_path: str | None, quarter: str, out: str) -> Path:
 
 
 def demo(config_path: str | None) -> int:
-    from assets.release import validate_release
+    from assets.release.release import validate_release
 
     started = time.monotonic()
     ok = all(run_quarter(config_path, q) for q in DEMO_QUARTERS)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from assets.appearances import (
+from assets.scraping.appearances import (
     Recoverer,
     archive_kind,
     candidate_links,
@@ -20,9 +20,9 @@ from assets.appearances import (
     platform_of,
     recover_claim,
 )
-from assets.articles import build_article
+from assets.scraping.articles import build_article
 from assets.media import MediaStore
-from assets.reviews import claimreview_to_row, clean_row
+from assets.ingestion.reviews import claimreview_to_row, clean_row
 from dagster_project.config import PipelineResource
 from dagster_project.resources.web import WebResource
 from schemas.records import Article, TrustedReview

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.appearances import (
+from assets.scraping.appearances import (
     _host,
     archive_kind,
     is_post,

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 from warcio.archiveiterator import ArchiveIterator
 
-from assets.appearances import (
+from assets.scraping.appearances import (
     Recoverer,
     accept_llm_choice,
     archive_kind,
@@ -25,7 +25,7 @@ from assets.appearances import (
     recover_all,
     recover_claim,
 )
-from assets.articles import fetch_article, scrape
+from assets.scraping.articles import fetch_article, scrape
 from assets.common import stable_id
 from assets.media import MediaStore
 from dagster_project.config import PipelineResource
@@ -329,7 +329,7 @@ def test_a_page_cut_short_in_the_archive_by_a_crash_is_fetched_again(tmp_path):
 def test_a_page_that_kills_its_worker_loses_only_itself(tmp_path, monkeypatch):
     """A worker process that dies (here: os._exit in the extraction of one page, as an OOM kill or a crash in
     a C extension would) fails every page it had; those are tried again one at a time, live and in replay."""
-    import assets.articles as stage3
+    import assets.scraping.articles as stage3
 
     real_extract = stage3.extract_article
 

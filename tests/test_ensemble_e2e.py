@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 
 from assets.media import MediaStore
-from assets.normalized_claims import normalized_claims
-from assets.rectified_claims import rectified_claims
-from assets.release import release, validate_release
-from assets.scored_claims import scored_claims
+from assets.claims.normalized_claims import normalized_claims
+from assets.claims.rectified_claims import rectified_claims
+from assets.release.release import release, validate_release
+from assets.claims.scored_claims import scored_claims
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, FallbackModel, LLMResource
 from dagster_project.resources.store import StoreResource

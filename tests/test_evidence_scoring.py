@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from assets import evidence_scoring as es
+from assets.evaluation import evidence_scoring as es
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DEV = json.loads((FIXTURES / "averitec_dev_excerpt.json").read_text(encoding="utf-8"))

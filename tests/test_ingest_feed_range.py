@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from assets.reviews import ingest
-from assets.sources import (
+from assets.ingestion.reviews import ingest
+from assets.ingestion.sources import (
     feed_url_triples,
     fetch_feed_incremental,
     load_sources,

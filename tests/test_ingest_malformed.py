@@ -2,7 +2,7 @@
 
 Every malformed record is quarantined with its own reason, in feed order; nothing raises; the real records around
 them come out exactly as they do from a feed that holds only them. Checked for the in-memory feed, the same feed
-streamed from disk, and the columnar path (assets/reviews_columnar.py)."""
+streamed from disk, and the columnar path (assets/ingestion/reviews_columnar.py)."""
 
 import copy
 import csv
@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from assets.reviews import ingest
-from assets.reviews_columnar import ingest_columnar
+from assets.ingestion.reviews import ingest
+from assets.ingestion.reviews_columnar import ingest_columnar
 from schemas.frames import to_frame
 from schemas.records import Review
 from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
@@ -137,7 +137,7 @@ def test_surrogates_survive_a_file_as_replacement_marks(tmp_path):
 
 
 def test_list_fields_that_cannot_travel_joined_take_the_per_record_path():
-    from assets.reviews_columnar import _plain_list, _raw_frame
+    from assets.ingestion.reviews_columnar import _plain_list, _raw_frame
 
     assert _plain_list(["https://a.example/1", "https://b.example/2"]) and _plain_list([])
     assert not _plain_list(["https://a.example/1", ""])  # an empty entry would vanish in the split

@@ -16,7 +16,7 @@ import yaml
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from assets.publisher_registry import (
+from assets.ingestion.publisher_registry import (
     load_sources_spec,
     parse_signatory_page,
     read_registry_rows,
@@ -24,7 +24,7 @@ from assets.publisher_registry import (
     slug,
     status_of,
 )
-from assets.trusted_reviews import PublisherIndex, load_registry, registered_domain
+from assets.ingestion.trusted_reviews import PublisherIndex, load_registry, registered_domain
 from dagster_project.cli import main
 from dagster_project.config import PROJECT_ROOT
 from dagster_project.resources.web import WebResource

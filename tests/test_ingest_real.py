@@ -12,9 +12,9 @@ from collections import Counter
 
 import pytest
 
-from assets.reviews import ingest
-from assets.reviews_columnar import ingest_columnar, trusted_columnar
-from assets.trusted_reviews import filter_trusted, load_registry
+from assets.ingestion.reviews import ingest
+from assets.ingestion.reviews_columnar import ingest_columnar, trusted_columnar
+from assets.ingestion.trusted_reviews import filter_trusted, load_registry
 from dagster_project.config import PROJECT_ROOT
 from schemas.frames import to_frame
 from schemas.records import Review, TrustedReview

@@ -2,7 +2,7 @@
 
 import pytest
 
-from assets.normalized_claims import (
+from assets.claims.normalized_claims import (
     check_claim_text,
     count_sentences,
     count_words,

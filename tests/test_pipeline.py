@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from assets.release import validate_release
+from assets.release.release import validate_release
 from dagster_project.cli import collect_yields, export_release, format_funnel, main, run_quarter
 from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.definitions import ASSET_NAMES, build_definitions

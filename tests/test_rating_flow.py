@@ -9,8 +9,8 @@ from datetime import date
 
 import pytest
 
-from assets.rectified_claims import rectify_all
-from assets.scored_claims import score_claim
+from assets.claims.rectified_claims import rectify_all
+from assets.claims.scored_claims import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import Article, Medium, NormalizedClaim

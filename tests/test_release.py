@@ -8,13 +8,13 @@ import pytest
 from PIL import Image
 
 from assets.media import MediaStore
-from assets.release import (
+from assets.release.release import (
     select_release,
     to_release_claims,
     validate_release,
     write_release,
 )
-from assets.scored_claims import bin3
+from assets.claims.scored_claims import bin3
 from schemas.records import Integrity, Medium, PropertyVerdict, ScoredClaim
 
 
@@ -150,7 +150,7 @@ def test_an_original_and_its_variant_are_not_near_duplicates(pool):
     original = claim("p1-o", -1.0, f"<image:0> {TOPICS[0]}", [photo], variant_of="p1-r")
     variant = claim("p1-r", 0.6667, f"<image:0> {TOPICS[5]}", [photo], variant="rectified", variant_of="p1-o")
     reuse = claim("p2-o", -0.6667, f"<image:0> {TOPICS[9]}", [photo])  # another claim on the same photo only
-    from assets.release import remove_near_duplicates
+    from assets.release.release import remove_near_duplicates
 
     kept, dropped = remove_near_duplicates([original, variant, reuse], 92)
     assert [c.claim_id for c in kept] == ["p1-o", "p1-r"] and dropped == 1
@@ -189,7 +189,7 @@ def test_visual_near_duplicates_are_removed_by_perceptual_hash(pool, tmp_path):
     from PIL import ImageDraw
 
     from assets.media import phash_distance
-    from assets.release import remove_near_duplicates
+    from assets.release.release import remove_near_duplicates
 
     claims, store = pool
     picture = Image.linear_gradient("L").resize((320, 240)).convert("RGB")

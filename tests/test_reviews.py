@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.reviews import (
+from assets.ingestion.reviews import (
     claimreview_to_row,
     clean_row,
     ingest,

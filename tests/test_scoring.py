@@ -4,8 +4,8 @@ from datetime import date
 
 import pytest
 
-from assets import scored_claims as stage6
-from assets.scored_claims import (
+from assets.claims import scored_claims as stage6
+from assets.claims.scored_claims import (
     aggregate,
     agreement_failure,
     bin3,

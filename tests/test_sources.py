@@ -1,4 +1,4 @@
-"""Stage 1 sources (assets/sources.py): streamed DataFeeds, incremental feed URLs, the claims:search client and
+"""Stage 1 sources (assets/ingestion/sources.py): streamed DataFeeds, incremental feed URLs, the claims:search client and
 ClaimReview page markup, on real records (demo feed, Fact Check Tools excerpt, AFP and CORRECTIV pages).
 
 Every server here is a loopback http.server; nothing leaves 127.0.0.1.
@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from assets import sources
-from assets.reviews import ingest, iter_datafeed, iter_factcheck_api
-from assets.sources import (
+from assets.ingestion import sources
+from assets.ingestion.reviews import ingest, iter_datafeed, iter_factcheck_api
+from assets.ingestion.sources import (
     FactCheckToolsClient,
     FactCheckToolsError,
     claimreviews_from_page,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from assets.reviews import ingest
-from assets.trusted_reviews import PublisherIndex, filter_trusted, host_of, load_registry
+from assets.ingestion.reviews import ingest
+from assets.ingestion.trusted_reviews import PublisherIndex, filter_trusted, host_of, load_registry
 from schemas.records import Review
 
 ROOT = Path(__file__).resolve().parents[1]

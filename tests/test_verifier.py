@@ -12,9 +12,9 @@ from PIL import Image
 from warcio.archiveiterator import ArchiveIterator
 
 from assets.evaluation import evaluation
-from assets.knowledge import KnowledgeStore, admissible, page_date, wayback_date
-from assets.predictions import predictions
-from assets.verifier import (
+from assets.evaluation.knowledge import KnowledgeStore, admissible, page_date, wayback_date
+from assets.evaluation.predictions import predictions
+from assets.evaluation.verifier import (
     NO_ANSWER,
     FewShotPool,
     ToolResult,
@@ -203,7 +203,7 @@ def test_question_strategies(stub, tmp_path, knowledge, strategy, expected):
 
 
 def test_a_backend_that_ignores_dates_is_caught(stub, tmp_path):
-    from assets.knowledge import Hit
+    from assets.evaluation.knowledge import Hit
 
     def leaky(req):
         return ToolResult(hits=[Hit("https://late.example", "The fact-check says false.", "2020-05-01", "htmldate", 9.0)])
@@ -322,8 +322,8 @@ def test_end_to_end_release_to_report(stub, tmp_path):
 
 
 def test_llm_judge_option_for_averitec_scoring(stub, tmp_path):
-    from assets.evidence_scoring import averitec_score
-    from assets.verifier_judge import LLMJudge
+    from assets.evaluation.evidence_scoring import averitec_score
+    from assets.evaluation.verifier_judge import LLMJudge
 
     raw = json.loads((Path(__file__).parent / "fixtures/averitec_dev_excerpt.json").read_text())[:2]
     judge = LLMJudge(llm_for(stub, tmp_path), "scripted")
@@ -335,7 +335,7 @@ def test_llm_judge_option_for_averitec_scoring(stub, tmp_path):
 
 
 def test_text_search_reranker_hook_sees_only_admissible_hits(knowledge):
-    from assets.verifier import LocalTextSearch, ToolRequest
+    from assets.evaluation.verifier import LocalTextSearch, ToolRequest
 
     seen = []
 

@@ -9,8 +9,8 @@ from assets.common import (
 )
 from assets.ensemble import ask, llm_claim_asset, prefetch
 from assets.media import MediaStore
-from assets.normalized_claims import check_claim_text, with_media_refs
-from assets.scored_claims import evidence_for, score_claim
+from assets.claims.normalized_claims import check_claim_text, with_media_refs
+from assets.claims.scored_claims import evidence_for, score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer

@@ -15,9 +15,9 @@ import dagster as dg
 import polars as pl
 
 from assets.common import quarter_of_context, stage_asset
-from assets.predictions import load_release
-from assets.scored_claims import bin3, bin7
-from assets.verifier_contamination import (
+from assets.evaluation.predictions import load_release
+from assets.claims.scored_claims import bin3, bin7
+from assets.evaluation.verifier_contamination import (
     check_claim,
     contamination_report,
     controlled_ids,

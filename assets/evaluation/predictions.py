@@ -17,10 +17,10 @@ from assets.common import (
     quarter_of_context,
     stage_asset,
 )
-from assets.knowledge import KnowledgeStore
+from assets.evaluation.knowledge import KnowledgeStore
 from assets.media import MediaStore
-from assets.scored_claims import integrity_of, rate, verdicts_from
-from assets.verifier import (
+from assets.claims.scored_claims import integrity_of, rate, verdicts_from
+from assets.evaluation.verifier import (
     FewShotPool,
     Verifier,
     build_knowledge_store,

@@ -25,9 +25,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from assets.ensemble import ask
-from assets.knowledge import Hit, KnowledgeStore, admissible
+from assets.evaluation.knowledge import Hit, KnowledgeStore, admissible
 from assets.media import MediaStore
-from assets.scored_claims import integrity_of, rate, verdicts_from
+from assets.claims.scored_claims import integrity_of, rate, verdicts_from
 from dagster_project.resources.llm import LLMResource
 from schemas.records import (
     Evidence,
@@ -48,7 +48,7 @@ TOOL_DESCRIPTIONS = {
 }
 STRATEGIES = ("parallel", "dynamic", "hybrid")
 NO_ANSWER = "No answer could be found."
-DEFAULT_FEWSHOT = Path(__file__).resolve().parent.parent / "prompts" / "verifier_fewshot.json"
+DEFAULT_FEWSHOT = Path(__file__).resolve().parents[2] / "prompts" / "verifier_fewshot.json"
 
 
 # ---------------------------------------------------------------------------------- answer schemas

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from assets.ensemble import ask
-from assets.evidence_scoring import (
+from assets.evaluation.evidence_scoring import (
     Scorer,
     contamination_score,
     flag_contaminated,

@@ -372,8 +372,8 @@ def clean_sources(
     """The cleaned rows of every source, unmerged; rejected records of the quarter are counted and quarantined.
 
     Kinds: datafeed (parsed JSON, or a local path that is streamed), factcheck_api, page_markup and rows
-    (cached triples); ``assets.sources.load_sources`` builds these from the config."""
-    from assets import sources as more  # assets.sources imports this module, so its readers load here
+    (cached triples); ``assets.ingestion.sources.load_sources`` builds these from the config."""
+    from assets.ingestion import sources as more  # assets.ingestion.sources imports this module, so its readers load here
 
     iterators = {"datafeed": more.iter_datafeed_any, "factcheck_api": iter_factcheck_api,
                  "page_markup": more.iter_page_markup, "rows": more.iter_triples}
@@ -407,7 +407,7 @@ def ingest(sources: list[tuple[str, str, Any]], quarter: str | None) -> tuple[li
 
     Rows are merged across all sources before the quarter is chosen, so that a review's partition follows its
     merged dates. Records with no usable date are quarantined in every partition (they belong to none).
-    ``assets.reviews_columnar.ingest_columnar`` gives the same result as a polars frame, at scale."""
+    ``assets.ingestion.reviews_columnar.ingest_columnar`` gives the same result as a polars frame, at scale."""
     bad: list[QuarantineRecord] = []
     stats = StageYield()
     label = quarter or "all"
@@ -443,9 +443,9 @@ def reviews(
     quarter = quarter_of_context(context)
     if not pipeline.sources:
         raise dg.Failure("no ClaimReview sources configured (config file: sources:)")
-    from assets.sources import load_sources
+    from assets.ingestion.sources import load_sources
 
-    from assets.reviews_columnar import ingest_columnar
+    from assets.ingestion.reviews_columnar import ingest_columnar
 
     payloads, source_status = load_sources(pipeline.sources, web, store.base / "sources")
     frame, bad, stats = ingest_columnar(payloads, quarter)  # the whole feed is read for every quarter: frames, not objects
@@ -460,7 +460,7 @@ TOP_LANGUAGES = 20
 
 
 def _site_of(url: str) -> str:
-    from assets.trusted_reviews import host_of, registered_domain
+    from assets.ingestion.trusted_reviews import host_of, registered_domain
 
     host = host_of(url)
     return registered_domain(host) if host else ""

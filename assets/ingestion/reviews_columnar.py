@@ -1,4 +1,4 @@
-"""Stages 1-2 at feed scale: the same rules as ``assets.reviews.ingest`` and ``assets.trusted_reviews.filter_trusted``,
+"""Stages 1-2 at feed scale: the same rules as ``assets.ingestion.reviews.ingest`` and ``assets.ingestion.trusted_reviews.filter_trusted``,
 with cleaning, merging and publisher matching done on polars frames instead of per-record pydantic objects.
 
 Rows that the vectorised checks certify (http URL with a plain host, a claim text with a letter or digit and at
@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from assets.common import StageYield
-from assets.reviews import (
+from assets.ingestion.reviews import (
     SOURCE_PRIORITY,
     STAGE,
     _mine,
@@ -84,7 +84,7 @@ def _raw_frame(rows: list[dict]) -> pl.DataFrame:
 
 
 def _parse_unique(values: pl.Series) -> dict[str, date | None]:
-    from assets.reviews import parse_date
+    from assets.ingestion.reviews import parse_date
 
     out = {}
     for value in values.drop_nulls().unique().to_list():
@@ -149,7 +149,7 @@ def collect_frames(sources: list[tuple[str, str, Any]], quarter: str | None, sta
                    bad: list[QuarantineRecord], batch: int = BATCH) -> list[pl.DataFrame]:
     """Every source's cleaned rows as frames in reading order (unmerged, ``_seq`` = reading order); rejects as in
     ``clean_sources``."""
-    from assets import sources as more
+    from assets.ingestion import sources as more
 
     iterators = {"datafeed": more.iter_datafeed_any, "factcheck_api": iter_factcheck_api,
                  "page_markup": more.iter_page_markup, "rows": more.iter_triples}
@@ -299,7 +299,7 @@ def ingest_columnar(sources: list[tuple[str, str, Any]], quarter: str | None,
 
 def trusted_columnar(reviews: pl.DataFrame, publishers: list[Publisher]) -> tuple[pl.DataFrame, StageYield, Counter]:
     """``filter_trusted`` on a frame: each distinct (host, site, name) is matched once, then joined back."""
-    from assets.trusted_reviews import PublisherIndex, unknown_key
+    from assets.ingestion.trusted_reviews import PublisherIndex, unknown_key
 
     index = PublisherIndex(publishers)
     keyed = reviews.with_columns(_netloc=pl.col("review_url").str.extract(r"^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)"))

@@ -1,8 +1,8 @@
 """Every ClaimReview source of stage 1: streamed DataFeeds, incremental feed URLs, the live Fact Check Tools
 ``claims:search`` API and ClaimReview markup read from the fact-check pages themselves.
 
-Each reader yields the same ``(row | None, reason, raw)`` triples as ``assets.reviews.iter_datafeed``, so
-``assets.reviews.ingest`` treats every source alike.
+Each reader yields the same ``(row | None, reason, raw)`` triples as ``assets.ingestion.reviews.iter_datafeed``, so
+``assets.ingestion.reviews.ingest`` treats every source alike.
 """
 
 import email.utils
@@ -20,7 +20,7 @@ import extruct
 import httpx
 import ijson
 
-from assets.reviews import (
+from assets.ingestion.reviews import (
     claimreview_to_row,
     datafeed_element_rows,
     iter_datafeed,
@@ -419,7 +419,7 @@ class FactCheckToolsClient:
                 return
 
     def search(self, **kwargs: Any) -> list[dict]:
-        """All ``claims`` of all pages, in the shape ``assets.reviews.iter_factcheck_api`` reads."""
+        """All ``claims`` of all pages, in the shape ``assets.ingestion.reviews.iter_factcheck_api`` reads."""
         claims: list[dict] = []
         for answer in self.iter_pages(**kwargs):
             page = answer.get("claims") or []

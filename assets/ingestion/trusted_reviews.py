@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import dagster as dg
 
 from assets.common import StageYield, count, finish_stage, load_upstream, quarter_of_context, stage_asset
-from assets.reviews import mix_metadata
+from assets.ingestion.reviews import mix_metadata
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from schemas.records import Publisher, Review, TrustedReview

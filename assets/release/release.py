@@ -16,8 +16,8 @@ from rapidfuzz import fuzz
 
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
 from assets.media import MediaStore, phash_distance
-from assets.normalized_claims import MEDIA_REF
-from assets.scored_claims import bin3
+from assets.claims.normalized_claims import MEDIA_REF
+from assets.claims.scored_claims import bin3
 from dagster_project.config import PROJECT_ROOT, PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version

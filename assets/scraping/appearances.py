@@ -7,7 +7,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import dagster as dg
 import lxml.html
 
-from assets.articles import fetch_metadata
+from assets.scraping.articles import fetch_metadata
 from assets.common import (
     StageYield,
     count,

@@ -46,7 +46,7 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 def averitec(args: argparse.Namespace) -> int:
     import json
 
-    from assets.evidence_scoring import averitec_score
+    from assets.evaluation.evidence_scoring import averitec_score
 
     gold = json.loads(Path(args.gold).read_text(encoding="utf-8"))
     preds = json.loads(Path(args.predictions).read_text(encoding="utf-8"))
@@ -59,7 +59,7 @@ def averitec(args: argparse.Namespace) -> int:
                       "pred_questions": p.get("evidence", p.get("pred_questions", []))})
     judge, llm = None, None
     if args.judge_member:
-        from assets.verifier_judge import LLMJudge
+        from assets.evaluation.verifier_judge import LLMJudge
         from dagster_project.config import load_config
         from dagster_project.resources.llm import LLMResource
 
@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
         text_table,
         write_report,
     )
-    from assets.predictions import load_release
-    from assets.verifier_contamination import controlled_ids, load_report
+    from assets.evaluation.predictions import load_release
+    from assets.evaluation.verifier_contamination import controlled_ids, load_report
 
     releases = find_releases(Path(args.release))
     default_quarter = args.quarter or (next(iter(releases)) if len(releases) == 1 else "")

@@ -16,7 +16,7 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 
 
 def run_refresh(args) -> int:
-    from assets.publisher_registry import (
+    from assets.ingestion.publisher_registry import (
         RefreshError,
         load_sources_spec,
         refresh_registry,
