@@ -75,8 +75,11 @@ def failure_reason(result) -> str:
             while error is not None and error.cause is not None and error.cls_name in (
                     "DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"):
                 error = error.cause  # Dagster's wrapper says "Error occurred while executing op"; the cause says why
-            message = (error.message.strip().splitlines() or [""])[0] if error is not None else "failed"
-            return f"{event.step_key}: {message}"
+            first = (error.message.strip().splitlines() or [""])[0] if error is not None else "failed"
+            head, sep, rest = first.partition(": ")
+            if sep and error is not None and head.rsplit(".", 1)[-1] == error.cls_name:
+                first = f"{error.cls_name}: {rest}"  # the class without its module path
+            return f"{event.step_key}: {first}"
     return "the run failed before any step (see the log above)"
 
 
