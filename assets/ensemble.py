@@ -150,6 +150,7 @@ def llm_claim_asset(name: str, description: str, upstream: str, in_model, out_mo
         claims = load_upstream(store, upstream, quarter, in_model, bad)
         articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
         out, stats = process(claims, articles, llm, pipeline, store.media_store(), context.log)
+        llm.check_stage(name, context.run_id)  # a dead model or a stop fails the stage before its table is written
         stats.extra.update(llm_metadata(llm, name, context.run_id))
         result = finish_stage(context, store, name, quarter, out, out_model, stats, bad)
         return finish_llm_stage(result, llm, store, name, quarter, context.run_id)

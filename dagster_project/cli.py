@@ -32,6 +32,11 @@ def _instance(config: dict):
 
 def run_quarter(config_path: str | None, quarter: str, until: str | None = None) -> bool:
     """Materialize the stages (up to ``until``) for one quarter in process; returns success."""
+    return materialize_quarter(config_path, quarter, until)[0]
+
+
+def materialize_quarter(config_path: str | None, quarter: str, until: str | None = None) -> tuple[bool, str]:
+    """``run_quarter`` that also says why a failed run failed: ``(False, "scored_claims: ModelUnavailable: ...")``."""
     import dagster as dg
 
     from dagster_project.checks import CHECKS
@@ -56,8 +61,26 @@ def run_quarter(config_path: str | None, quarter: str, until: str | None = None)
         run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "INFO")}}}},
         raise_on_error=False,
     )
-    print(f"[veritas] {label}: {'done' if result.success else 'FAILED'} in {time.monotonic() - started:.1f}s", flush=True)
-    return result.success
+    reason = "" if result.success else failure_reason(result)
+    print(f"[veritas] {label}: {'done' if result.success else 'FAILED'} in {time.monotonic() - started:.1f}s"
+          + (f": {reason}" if reason else ""), flush=True)
+    return result.success, reason
+
+
+def failure_reason(result) -> str:
+    """The first failed step of a run and its error's first line, e.g. ``scored_claims: ModelUnavailable: ...``."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data is not None:
+            error = event.step_failure_data.error
+            while error is not None and error.cause is not None and error.cls_name in (
+                    "DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"):
+                error = error.cause  # Dagster's wrapper says "Error occurred while executing op"; the cause says why
+            first = (error.message.strip().splitlines() or [""])[0] if error is not None else "failed"
+            head, sep, rest = first.partition(": ")
+            if sep and error is not None and head.rsplit(".", 1)[-1] == error.cls_name:
+                first = f"{error.cls_name}: {rest}"  # the class without its module path
+            return f"{event.step_key}: {first}"
+    return "the run failed before any step (see the log above)"
 
 
 CORE_KEYS = {"rows_in", "rows_out", "dropped", "version", "path", "quarter", "dagster/row_count"}
@@ -196,9 +219,17 @@ def export_release(config_path: str | None, quarter: str, out: str) -> Path:
 
 def demo(config_path: str | None) -> int:
     from assets.release.release import validate_release
+    from dagster_project.resources.llm import stop_requested
 
     started = time.monotonic()
-    ok = all(run_quarter(config_path, q) for q in DEMO_QUARTERS)
+    failed: list[tuple[str, str]] = []  # (quarter, why) of each quarter that failed
+    for quarter in DEMO_QUARTERS:
+        ok, reason = materialize_quarter(config_path, quarter)
+        if not ok:
+            failed.append((quarter, reason))
+            break  # the next quarter would meet the same dead model or stop
+        if stop_requested():
+            break
     print()
     for quarter in DEMO_QUARTERS:
         report = collect_yields(config_path, quarter)
@@ -214,9 +245,64 @@ def demo(config_path: str | None) -> int:
                 print("  NOTE: no Intact/Compromised pair was available this quarter, so the split has none; "
                       "nothing was faked to balance it (the embedded model's labels are noise).")
         print()
-    print(f"[veritas] demo {'finished' if ok else 'FAILED'} in {time.monotonic() - started:.0f}s. "
+    took = time.monotonic() - started
+    if failed:
+        quarter, reason = failed[0]
+        print(f"[veritas] demo FAILED after {took:.0f}s: quarter {quarter} failed in {reason}", flush=True)
+        return 1
+    print(f"[veritas] demo finished in {took:.0f}s. "
           "The embedded SmolLM2-135M model proves the plumbing only; its labels are meaningless.")
-    return 0 if ok else 1
+    return 0
+
+
+STOP_GRACE_S = 7.0  # after SIGINT/SIGTERM: how long the run may take to record its failure before the hard exit
+
+
+def run_stoppable(command: str, work) -> int:
+    """``work()`` in a worker thread while the main thread waits for SIGINT/SIGTERM (Dagster defers signals until a
+    step ends, and a model stage runs for minutes). On a signal: no more model calls, the embedded servers stop,
+    the run fails before any stage writes a partial table, and the process exits 128+signal within seconds; the
+    model cache keeps every answer received, so the next run resumes from it."""
+    import signal
+    import threading
+
+    from dagster_project.resources.llm import request_stop
+    from dagster_project.resources.local_llm import stop_all
+
+    box: dict = {}
+    received: list[int] = []
+
+    def target():
+        try:
+            box["rc"] = work()
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread, which raises it
+            box["error"] = err
+
+    def on_signal(signum, frame):
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    worker = threading.Thread(target=target, name=f"veritas-{command}", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive() and not received:
+            worker.join(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        name = signal.Signals(received[0]).name
+        request_stop(f"{name} received")
+        servers = stop_all()
+        worker.join(STOP_GRACE_S)
+        print(f"[veritas] {command} stopped by {name}: {servers} embedded model server(s) stopped, no stage output "
+              f"written after the signal; the model cache keeps every answer received, so running it again resumes "
+              f"from there.", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(128 + received[0])  # worker threads may still wait on a remote model: do not wait for them
+    if "error" in box:
+        raise box["error"]
+    return box["rc"]
 
 
 def yields(args: argparse.Namespace) -> int:
@@ -276,9 +362,9 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "handler", None):
             return args.handler(args)
         if args.command == "demo":
-            return demo(args.config)
+            return run_stoppable("demo", lambda: demo(args.config))
         if args.command == "run":
-            return 0 if run_quarter(args.config, args.quarter, args.until) else 1
+            return run_stoppable("run", lambda: 0 if run_quarter(args.config, args.quarter, args.until) else 1)
         if args.command == "yields":
             return yields(args)
         if args.command == "export":

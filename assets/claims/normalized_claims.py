@@ -95,6 +95,8 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
 def normalize_claim(
     claim: ClaimAppearances, article: Article | None, llm: LLMResource, pipeline: PipelineResource, store: MediaStore
 ) -> tuple[NormalizedClaim | None, str]:
+    """The normalized claim and '', or the claim kept in the fact-checker's wording and why the model's text was not
+    used (``model_error:<kind>``, ``model_text:<check>``), or None and the drop reason."""
     member = llm.member_names()[0]
     verdicts: dict[str, str] = {}
     for m in claim.media:
@@ -112,10 +114,14 @@ def normalize_claim(
         claim_date=str(claim.claim_date or ""),
         max_words=pipeline.max_words, max_sentences=pipeline.max_sentences,
     )
-    text, source = "", "llm"
+    text, source, fallback = "", "llm", ""
     if answer.parsed:
         text = with_media_refs(answer.parsed["claim"], media)
-    if not text or check_claim_text(text, media, language, pipeline):
+        rejected = check_claim_text(text, media, language, pipeline)
+        fallback = f"model_text:{rejected}" if rejected else ""
+    else:
+        fallback = f"model_error:{(answer.error or 'none').split(':')[0]}"
+    if fallback:
         # The fact-checker's own claimReviewed is usually already the bare assertion: use it when it passes.
         text, source = with_media_refs(claim.claim_text, media), "original"
         reason = check_claim_text(text, media, language, pipeline)
@@ -127,7 +133,7 @@ def normalize_claim(
         review_url=claim.review_url, publisher_id=claim.publisher_id, rating_text=claim.rating_text, media=media,
         dropped_media=dropped,
         injection_flags=injection_flags(claim.claim_text, claim.title, article.text if article else ""),
-    ), ""
+    ), fallback
 
 
 def normalize_all(
@@ -140,13 +146,22 @@ def normalize_all(
 
     def one(claim: ClaimAppearances):
         normalized, reason = work(claim)
-        if normalized is not None:
-            count(stats, f"normalization/{normalized.normalization}")
-            if normalized.injection_flags:
-                count(stats, "injection/flagged")
-        return normalized, reason
+        if normalized is None:
+            return None, reason
+        count(stats, f"normalization/{normalized.normalization}")
+        if reason:  # kept, in the fact-checker's wording: each fallback is counted by its cause
+            count(stats, f"fallback/{reason}")
+        if normalized.injection_flags:
+            count(stats, "injection/flagged")
+        return normalized, ""
 
-    return map_records(STAGE, claims, one, stats, log), stats
+    out = map_records(STAGE, claims, one, stats, log)
+    fallbacks = int(stats.extra.get("normalization/original", 0))
+    if log and fallbacks * 2 > len(out):
+        causes = {k.removeprefix("fallback/"): v for k, v in stats.extra.items() if k.startswith("fallback/")}
+        log.warning(f"{STAGE}: {fallbacks} of {len(out)} claims kept the fact-checker's wording because the model's "
+                    f"text was unusable ({causes}); the stage proves little about the model (see `veritas costs`)")
+    return out, stats
 
 
 normalized_claims = llm_claim_asset(

