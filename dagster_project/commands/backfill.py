@@ -45,7 +45,7 @@ def run_partition(config_path: str, key: str, backfill_id: str, attempt: int, un
 
     from dagster_project.cli import _instance
     from dagster_project.config import load_config
-    from dagster_project.executors import all_stages_job
+    from dagster_project.definitions import all_stages_job, with_snapshot
     from dagster_project.partitions import to_label
 
     config = load_config(config_path)
@@ -60,7 +60,7 @@ def run_partition(config_path: str, key: str, backfill_id: str, attempt: int, un
                                 reexecution_options=dg.ReexecutionOptions.from_failure(from_failure, instance))
     else:
         result = dg.execute_job(job, instance=instance, tags=tags, run_config=run_config,
-                                asset_selection=[dg.AssetKey(a) for a in selection])
+                                asset_selection=[dg.AssetKey(a) for a in with_snapshot(selection)])
     return result.success
 
 
