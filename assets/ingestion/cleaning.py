@@ -304,7 +304,8 @@ def _frame_of_clean(rows: list[dict]) -> pl.DataFrame:
     return df.with_columns(pl.col(c).fill_null("") for c in _TEXT_FIELDS)  # absent fields are "" as in Review
 
 
-REJECT_SCHEMA = {"_seq": pl.Int64, "quarter": pl.Utf8, "reason": pl.Utf8, "source": pl.Utf8, "record": pl.Utf8}
+# the record as UTF-8 bytes, lone surrogates kept (legal in JSON escapes, refused by Arrow strings)
+REJECT_SCHEMA = {"_seq": pl.Int64, "quarter": pl.Utf8, "reason": pl.Utf8, "source": pl.Utf8, "record": pl.Binary}
 
 
 def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH) -> tuple[list[pl.DataFrame], pl.DataFrame]:
@@ -318,7 +319,8 @@ def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH) 
 
     def reject(n: int, row: dict | None, reason: str, raw: Any, origin: str) -> None:
         row_quarter = (row.get("quarter") if row is not None else "") or _raw_quarter(raw)
-        rejected.append((n, row_quarter, reason, origin, quarantine(STAGE, "", reason, raw).record))
+        record = quarantine(STAGE, "", reason, raw).record.encode("utf-8", "surrogatepass")
+        rejected.append((n, row_quarter, reason, origin, record))
 
     def flush() -> None:
         simple, other = [], []

@@ -123,7 +123,8 @@ def quarter_slice(reviews: pl.LazyFrame, rejects: pl.LazyFrame, counts: pl.LazyF
     if late_rejects.height + int(merged[1] or 0):
         stats.drop(LATE, late_rejects.height + int(merged[1] or 0))
     stats.drop("duplicate", int(merged[2] or 0))
-    bad = [QuarantineRecord(stage=STAGE, quarter=label, reason=reason, source=source, record=record)
+    bad = [QuarantineRecord(stage=STAGE, quarter=label, reason=reason, source=source,
+                            record=record.decode("utf-8", "surrogatepass"))
            for reason, source, record in mine.filter(pl.col("reason") != LATE).select("reason", "source", "record").iter_rows()]
     return frame, bad, stats
 
