@@ -5,6 +5,7 @@ from collections import Counter
 from typing import Iterable
 
 import dagster as dg
+import polars as pl
 from pydantic import BaseModel
 
 from dagster_project.partitions import quarterly_partitions, to_label
@@ -86,14 +87,14 @@ def finish_stage(
     store: StoreResource,
     asset: str,
     quarter: str,
-    records: Iterable[BaseModel],
+    records: Iterable[BaseModel] | pl.DataFrame,
     model: type[BaseModel],
     stage_yield: StageYield,
     quarantined: list[QuarantineRecord] = (),
 ) -> dg.MaterializeResult:
-    """Write the stage's table (and quarantine) as new versions and report the yield."""
-    records = list(records)
-    df = to_frame(records, model)
+    """Write the stage's table (records, or a frame of the model's columns) and quarantine as new versions and
+    report the yield."""
+    df = records if isinstance(records, pl.DataFrame) else to_frame(list(records), model)
     run_id = getattr(context, "run_id", "") or ""
     version = store.write_table(asset, quarter, df, run_id)
     # Rows rejected at the input boundary carry "input:<upstream>"; they belong to this stage's quarantine.

@@ -1,4 +1,4 @@
-"""Stages 1-2 (reviews, trusted_reviews) at scale: the columnar path against a json.load-and-loop baseline.
+"""Stages 1-2 (reviews, trusted_reviews) at scale, in memory: the ingestion path against a json.load-and-loop baseline.
 
     .venv/bin/python bench/ingest.py [--reviews 400000] [--workdir /tmp/veritas_bench_ingest]
 
@@ -6,10 +6,9 @@ Builds a DataFeed of N ClaimReviews by expanding the real records (the Arabic cl
 rows and the AFP page's ClaimReview; new review URLs and shifted dates, real texts, ratings and publishers),
 with the mess real feeds have: duplicates, null items, missing URLs, claim dates after the review date. Then it
 runs, each in its own subprocess so that peak RSS is measured apart: the baseline (``json.load`` the whole
-file, then the per-record path: ``ingest`` + ``filter_trusted`` with pydantic records) and the columnar path
-(``assets.ingestion.reviews_columnar``: streamed elements, polars cleaning and merging). Each writes the stage-1 table and
-reads it back for stage 2, as the assets do (``--chain memory`` hands stage 1's result straight to stage 2 instead).
-Both results are compared.
+file and one loop that buckets the reviews by quarter) and the ingestion path (streamed elements, polars cleaning
+and merging, once for all quarters; then each quarter's stage-1 table written and read back for stage 2).
+``bench/backfill.py`` measures the same through Dagster (``veritas backfill``).
 """
 
 import argparse
@@ -30,7 +29,6 @@ sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / "shared" / "data" / "claimreview"
 FIXTURES = ROOT / "tests" / "fixtures"
 REGISTRY = ROOT / "registry" / "publishers.csv"
-CHAIN = os.environ.get("VERITAS_BENCH_CHAIN", "tables")  # "tables": as the assets run; "memory": stage 2 fed directly
 
 from tests.ingest_shapes import afp_claimreview, gfc_feed_items, ifcn_feed_items  # noqa: E402 (after the sys.path line)
 
@@ -128,55 +126,52 @@ def _peak_rss_mb() -> float:
 
 
 def run_baseline(feed: Path, out: Path) -> dict:
-    """The per-record path as the assets chain it: stage 1 writes its table, stage 2 reads it back."""
-    import polars as pl
-
-    import assets.ingestion.sources  # noqa: F401 - the readers' imports (extruct, ...) are start-up, not ingestion: both load them untimed
-    from assets.ingestion.reviews import ingest
-    from assets.ingestion.trusted_reviews import filter_trusted, load_registry
-    from schemas.frames import from_frame, to_frame
-    from schemas.records import Review, TrustedReview
-
+    """The yardstick of issue 16: ``json.load`` the whole feed, then one Python loop that puts every review with a
+    URL, a claim and a date in its quarter, once per (URL, claim) - no cleaning rules, no publisher matching."""
     start = time.perf_counter()
     with open(feed, "rb") as fh:
         payload = json.load(fh)
-    reviews, bad, stats = ingest([("datafeed", feed.name, payload)], None)
-    n_reviews, review_ids = len(reviews), _digest(r.review_id for r in reviews)
-    if CHAIN == "tables":
-        to_frame(reviews, Review).write_parquet(out.with_suffix(".reviews.parquet"))
-        del payload, reviews
-        reviews = from_frame(pl.read_parquet(out.with_suffix(".reviews.parquet")), Review)
-    trusted, tstats, _unknown = filter_trusted(reviews, load_registry(str(REGISTRY)))
-    if CHAIN == "tables":
-        to_frame(trusted, TrustedReview).write_parquet(out.with_suffix(".trusted.parquet"))
+    quarters: dict[str, dict] = {}
+    for element in payload.get("dataFeedElement") or []:
+        items = element.get("item") if isinstance(element, dict) else None
+        for item in items if isinstance(items, list) else [items]:
+            if not isinstance(item, dict) or not item.get("url") or not item.get("claimReviewed"):
+                continue
+            reviewed = item.get("itemReviewed") if isinstance(item.get("itemReviewed"), dict) else {}
+            day = str(reviewed.get("datePublished") or item.get("datePublished") or "")[:10]
+            if len(day) < 7 or not day[:4].isdigit() or not day[5:7].isdigit():
+                continue
+            quarter = f"{day[:4]}Q{(int(day[5:7]) - 1) // 3 + 1}"
+            quarters.setdefault(quarter, {})[(item["url"].strip(), " ".join(item["claimReviewed"].split()).casefold())] = item
     wall = time.perf_counter() - start
-    return {"wall_s": wall, "reviews": n_reviews, "quarantined": len(bad), "trusted": len(trusted),
-            "drops": dict(stats.drops), "trusted_drops": dict(tstats.drops),
-            "review_ids": review_ids, "trusted_ids": _digest(r.review_id for r in trusted)}
+    return {"wall_s": wall, "reviews": sum(len(q) for q in quarters.values()), "quarters": len(quarters)}
 
 
 def run_columnar(feed: Path, out: Path) -> dict:
-    """The columnar path, chained the same way (the stage-1 table written, then read by stage 2)."""
+    """Stages 1-2 for every quarter in memory: the feed parsed, cleaned and merged once, then each quarter's slice
+    filtered by publisher, the stage-1 and stage-2 tables written per quarter as the assets do."""
     import polars as pl
 
-    import assets.ingestion.sources  # noqa: F401 - as in the baseline: module imports stay out of the timing
-    from assets.ingestion.reviews_columnar import ingest_columnar, trusted_columnar
-    from assets.ingestion.trusted_reviews import load_registry
+    import assets.ingestion.sources  # noqa: F401 - module imports (extruct, ...) are start-up, not ingestion: untimed
+    from assets.ingestion.merging import merge_sources, quarter_slice
+    from assets.ingestion.publishers import filter_trusted, load_registry
 
     start = time.perf_counter()
-    reviews, bad, stats = ingest_columnar([("datafeed", feed.name, str(feed))], None)
-    n_reviews, review_ids = reviews.height, _digest(reviews["review_id"])
-    if CHAIN == "tables":
-        reviews.write_parquet(out.with_suffix(".reviews.parquet"))
-        del reviews
-        reviews = pl.read_parquet(out.with_suffix(".reviews.parquet"))
-    trusted, tstats, _unknown = trusted_columnar(reviews, load_registry(str(REGISTRY)))
-    if CHAIN == "tables":
-        trusted.write_parquet(out.with_suffix(".trusted.parquet"))
+    merged = merge_sources([("datafeed", feed.name, str(feed))])
+    publishers = load_registry(str(REGISTRY))
+    n_reviews = n_trusted = n_bad = 0
+    review_ids, trusted_ids = [], []
+    for quarter in merged.counts["quarter"].to_list():
+        reviews, bad, _ = quarter_slice(merged.reviews.lazy(), merged.rejects.lazy(), merged.counts.lazy(), quarter)
+        reviews.write_parquet(out.with_suffix(f".{quarter}.reviews.parquet"))
+        trusted, _, _ = filter_trusted(pl.read_parquet(out.with_suffix(f".{quarter}.reviews.parquet")), publishers)
+        trusted.write_parquet(out.with_suffix(f".{quarter}.trusted.parquet"))
+        n_reviews, n_trusted, n_bad = n_reviews + reviews.height, n_trusted + trusted.height, n_bad + len(bad)
+        review_ids += reviews["review_id"].to_list()
+        trusted_ids += trusted["review_id"].to_list()
     wall = time.perf_counter() - start
-    return {"wall_s": wall, "reviews": n_reviews, "quarantined": len(bad), "trusted": trusted.height,
-            "drops": dict(stats.drops), "trusted_drops": dict(tstats.drops),
-            "review_ids": review_ids, "trusted_ids": _digest(trusted["review_id"])}
+    return {"wall_s": wall, "reviews": n_reviews, "quarantined": n_bad, "trusted": n_trusted,
+            "quarters": merged.counts.height, "review_ids": _digest(review_ids), "trusted_ids": _digest(trusted_ids)}
 
 
 def _digest(ids) -> str:
@@ -193,8 +188,7 @@ def _child(kind: str, feed: str, out: str) -> None:
 
 def _measure(kind: str, feed: Path, workdir: Path) -> dict:
     out = workdir / f"{kind}.json"
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true",
-           "VERITAS_BENCH_CHAIN": CHAIN}
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"}
     subprocess.run([sys.executable, __file__, "--child", kind, str(feed), str(out)], check=True, env=env)
     return json.loads(out.read_text())
 
@@ -204,18 +198,11 @@ def main() -> int:
     ap.add_argument("--reviews", type=int, default=400_000)
     ap.add_argument("--workdir", default="/tmp/veritas_bench_ingest")
     ap.add_argument("--skip-baseline", action="store_true")
-    ap.add_argument("--chain", choices=("tables", "memory"), default="tables",
-                    help="tables: stage 1 writes its table and stage 2 reads it, as the assets do; memory: stage 2 "
-                         "gets stage 1's result directly")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="runs of each contender, alternating; the fastest run of each is compared (shared machines)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         _child(*args.child)
         return 0
-    global CHAIN
-    CHAIN = args.chain
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     feed = workdir / f"feed_{args.reviews}.json"
@@ -224,22 +211,16 @@ def main() -> int:
     print(f"feed: {feed} {made['bytes'] / 1e6:.0f} MB, {made['reviews']:,} reviews from {made['seeds']:,} real records "
           f"({made['duplicates']:,} repeated, {made['missing_url']:,} without URL, {made['null_items']:,} null items, "
           f"{made['claim_after_review']:,} claim after review); built in {time.perf_counter() - started:.1f}s", flush=True)
-    runs: dict[str, list[dict]] = {"columnar": [], "baseline": []}
-    for _ in range(max(args.repeat, 1)):
-        for kind in ("columnar",) if args.skip_baseline else ("columnar", "baseline"):
-            result = _measure(kind, feed, workdir)
-            runs[kind].append(result)
-            print(f"{kind}: {result['wall_s']:.1f}s, peak RSS {result['peak_rss_mb']:.0f} MB; {result['reviews']:,} "
-                  f"reviews, {result['quarantined']:,} quarantined, {result['trusted']:,} trusted", flush=True)
+    col = _measure("columnar", feed, workdir)
+    print(f"ingestion: {col['wall_s']:.1f}s, peak RSS {col['peak_rss_mb']:.0f} MB; {col['reviews']:,} reviews in "
+          f"{col['quarters']} quarters, {col['quarantined']:,} quarantined, {col['trusted']:,} trusted", flush=True)
     if args.skip_baseline:
         return 0
-    col, base = (min(runs[k], key=lambda r: r["wall_s"]) for k in ("columnar", "baseline"))
-    same = all(col[k] == base[k] for k in ("reviews", "quarantined", "trusted", "review_ids", "trusted_ids", "drops"))
-    print(f"[chain: {CHAIN}] speed-up: {base['wall_s'] / col['wall_s']:.1f}x (target >= 5x); memory: {col['peak_rss_mb'] / base['peak_rss_mb']:.2f} "
-          f"of the baseline (target <= 0.25); targets for 400K: <= 15 s and <= 1500 MB; same results: {same}")
-    if not same:
-        for k in ("reviews", "quarantined", "trusted", "drops", "trusted_drops"):
-            print(f"  {k}: columnar {col[k]} / baseline {base[k]}")
+    base = _measure("baseline", feed, workdir)
+    print(f"baseline (json.load + loop): {base['wall_s']:.1f}s, peak RSS {base['peak_rss_mb']:.0f} MB; "
+          f"{base['reviews']:,} reviews in {base['quarters']} quarters", flush=True)
+    print(f"time: {col['wall_s'] / base['wall_s']:.2f}x the baseline; memory: {col['peak_rss_mb'] / base['peak_rss_mb']:.2f} "
+          f"of the baseline")
     return 0
 
 

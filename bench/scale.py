@@ -68,7 +68,7 @@ def one_setting(workers: int, args, folder: Path, stub) -> float:
         with celery_workers(cfg, workers, folder, env={"STUB_KEY": "stub"}):
             env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
             base = [sys.executable, "-m", "dagster_project.cli", "--config", cfg, "backfill", "--from", labels[0],
-                    "--to", labels[-1], "--parallel", str(args.parallel), "--max-retries", "0", "--no-bars"]
+                    "--to", labels[-1], "--no-bars"]  # runs at once: the instance's run queue
             # untimed: the upstream tables the model stages read (CPU-bound parsing and extraction)
             warm = subprocess.run([*base, "--until", before(args.start)], cwd=ROOT, env=env, capture_output=True,
                                   text=True, check=False)

@@ -18,16 +18,10 @@ DEMO_QUARTERS = ["2020Q2", "2026Q2"]
 
 
 def _instance(config: dict):
-    """A persistent Dagster instance under the data dir, so ``dagster dev`` shows the same runs."""
-    import dagster as dg
+    """The project's Dagster instance (``dagster_project.instance``), pool limits applied."""
+    from dagster_project.instance import project_instance
 
-    home = Path(os.environ.get("DAGSTER_HOME") or Path(config["data_dir"]) / "dagster")
-    home.mkdir(parents=True, exist_ok=True)
-    settings = home / "dagster.yaml"
-    if not settings.exists():
-        settings.write_text("telemetry:\n  enabled: false\n")
-    os.environ["DAGSTER_HOME"] = str(home)
-    return dg.DagsterInstance.get()
+    return project_instance(config)
 
 
 def run_quarter(config_path: str | None, quarter: str, until: str | None = None) -> bool:
@@ -41,7 +35,7 @@ def materialize_quarter(config_path: str | None, quarter: str, until: str | None
 
     from dagster_project.checks import CHECKS
     from dagster_project.config import load_config
-    from dagster_project.definitions import ALL_ASSETS, ASSET_NAMES, build_resources
+    from dagster_project.definitions import ALL_ASSETS, ASSET_NAMES, build_resources, with_snapshot
     from dagster_project.partitions import to_key, to_label
 
     config = load_config(config_path)
@@ -53,7 +47,7 @@ def materialize_quarter(config_path: str | None, quarter: str, until: str | None
     print(f"[veritas] {label}: {' -> '.join(selection)}", flush=True)
     result = dg.materialize(
         [*ALL_ASSETS, *CHECKS],
-        selection=selection,
+        selection=with_snapshot(selection),
         partition_key=to_key(label),
         resources=build_resources(config),
         instance=_instance(config),

@@ -1,4 +1,5 @@
-"""The code location: ten quarter-partitioned assets, three side-effect resources and the stage parameters."""
+"""The code location: the sources' parsed snapshot, ten quarter-partitioned assets, three side-effect resources
+and the stage parameters."""
 
 import os
 import warnings
@@ -16,7 +17,7 @@ from assets.claims.normalized_claims import normalized_claims  # noqa: E402
 from assets.evaluation.predictions import predictions  # noqa: E402
 from assets.claims.rectified_claims import rectified_claims  # noqa: E402
 from assets.release.release import release  # noqa: E402
-from assets.ingestion.reviews import reviews  # noqa: E402
+from assets.ingestion.reviews import review_snapshot, reviews  # noqa: E402
 from assets.claims.scored_claims import scored_claims  # noqa: E402
 from assets.ingestion.trusted_reviews import trusted_reviews  # noqa: E402
 from dagster_project.checks import CHECKS  # noqa: E402
@@ -27,12 +28,18 @@ from dagster_project.resources.store import StoreResource  # noqa: E402
 from dagster_project.resources.web import WebResource  # noqa: E402
 from dagster_project.schedules import quarterly_schedule  # noqa: E402
 
+SNAPSHOT_ASSETS = [review_snapshot]  # not partitioned: the sources parsed once per version, read by every quarter
 PIPELINE_ASSETS = [
     reviews, trusted_reviews, articles, appearances, normalized_claims, scored_claims, rectified_claims, release,
 ]
 JOB_ASSETS = [predictions, evaluation]
-ALL_ASSETS = PIPELINE_ASSETS + JOB_ASSETS
-ASSET_NAMES = [a.key.path[-1] for a in ALL_ASSETS]
+ALL_ASSETS = SNAPSHOT_ASSETS + PIPELINE_ASSETS + JOB_ASSETS
+ASSET_NAMES = [a.key.path[-1] for a in PIPELINE_ASSETS + JOB_ASSETS]  # the quarter stages in order: --until, funnel
+
+
+def with_snapshot(names: list[str]) -> list[str]:
+    """A selection of quarter stages, with the sources' snapshot in front when it holds reviews (its reader)."""
+    return ["review_snapshot", *names] if "reviews" in names else list(names)
 
 
 def build_resources(config: dict) -> dict:
@@ -60,13 +67,22 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
         asset_checks=CHECKS,
         resources=build_resources(config),
         jobs=[
-            dg.define_asset_job("quarterly_refresh", selection=dg.AssetSelection.assets(*PIPELINE_ASSETS), tags=retry_tags),
+            dg.define_asset_job("quarterly_refresh", selection=dg.AssetSelection.assets(*SNAPSHOT_ASSETS, *PIPELINE_ASSETS),
+                                tags=retry_tags),
             dg.define_asset_job("evaluate_release", selection=dg.AssetSelection.assets(*JOB_ASSETS), tags=retry_tags),
             all_stages,
         ],
         schedules=[quarterly_schedule(config, all_stages)],
         executor=executor_from_config(config.get("executor")),
     )
+
+
+def all_stages_job() -> dg.JobDefinition:
+    """The partitioned job over all stages, rebuilt from ``$VERITAS_CONFIG`` wherever a step runs.
+
+    A module-level function, so that ``dg.reconstructable`` can point a subprocess or a Celery worker at it.
+    """
+    return build_definitions(os.environ.get("VERITAS_CONFIG")).resolve_job_def(ALL_STAGES_JOB)
 
 
 defs = build_definitions()

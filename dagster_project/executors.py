@@ -54,13 +54,3 @@ def write_celery_worker_yaml(config: dict, path: str | os.PathLike) -> Path:
     target = Path(path)
     target.write_text(yaml.safe_dump({"execution": {"config": settings}}))
     return target
-
-
-def all_stages_job() -> dg.JobDefinition:
-    """The partitioned job over all ten stages, rebuilt from ``$VERITAS_CONFIG`` wherever a step runs.
-
-    A module-level function, so that ``dg.reconstructable`` can point a subprocess or a Celery worker at it.
-    """
-    from dagster_project.definitions import build_definitions
-
-    return build_definitions(os.environ.get("VERITAS_CONFIG")).resolve_job_def(ALL_STAGES_JOB)

@@ -22,7 +22,8 @@ from assets.scraping.appearances import (
 )
 from assets.scraping.articles import build_article
 from assets.media import MediaStore
-from assets.ingestion.reviews import claimreview_to_row, clean_row
+from assets.ingestion.cleaning import clean_row
+from assets.ingestion.sources import claimreview_to_row
 from dagster_project.config import PipelineResource
 from dagster_project.resources.web import WebResource
 from schemas.records import Article, TrustedReview

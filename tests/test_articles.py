@@ -9,7 +9,8 @@ import pytest
 
 from assets.scraping.appearances import archive_kind, is_post
 from assets.scraping.articles import build_article, collect_media, detect_wall, extract_article, scrape
-from assets.ingestion.reviews import claimreview_to_row, clean_row
+from assets.ingestion.cleaning import clean_row
+from assets.ingestion.sources import claimreview_to_row
 from dagster_project.config import PipelineResource
 from dagster_project.resources.web import WebResource
 from schemas.records import TrustedReview

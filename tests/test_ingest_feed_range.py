@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from assets.ingestion.reviews import ingest
+from assets.ingestion.merging import ingest
 from assets.ingestion.sources import (
     feed_url_triples,
     fetch_feed_incremental,

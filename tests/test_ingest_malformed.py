@@ -2,7 +2,7 @@
 
 Every malformed record is quarantined with its own reason, in feed order; nothing raises; the real records around
 them come out exactly as they do from a feed that holds only them. Checked for the in-memory feed, the same feed
-streamed from disk, and the columnar path (assets/ingestion/reviews_columnar.py)."""
+streamed from disk, and the same feed cleaned in batches of 7 rows."""
 
 import copy
 import csv
@@ -11,9 +11,7 @@ from collections import Counter
 
 import pytest
 
-from assets.ingestion.reviews import ingest
-from assets.ingestion.reviews_columnar import ingest_columnar
-from schemas.frames import to_frame
+from assets.ingestion.merging import ingest
 from schemas.records import Review
 from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
 from tests.test_reviews import _SURROGATE, BAD_ITEMS, ELEMENTS_BAD, _item
@@ -108,9 +106,6 @@ def test_malformed_kinds_in_memory(real_items):
     # the real records: 74 API reviews of 48 distinct keys (one claim date after its review), 79 IFCN rows
     assert len(good) == 48 + 79 and Counter(q.reason for q in bad)["not_an_object"] == 7
     assert max(len(q.record) for q in bad) == 20000  # the 10 MB claim is kept, truncated
-    columnar, cbad, cstats = ingest_columnar([("datafeed", "mixed.json", payload)], None)
-    assert columnar.equals(to_frame(good, Review)) and cbad == bad
-    assert (cstats.rows_in, dict(cstats.drops)) == (stats.rows_in, dict(stats.drops))
 
 
 def test_malformed_kinds_streamed_from_disk(real_items, tmp_path):
@@ -124,9 +119,9 @@ def test_malformed_kinds_streamed_from_disk(real_items, tmp_path):
     result = ingest([("datafeed", "mixed.json", str(path))], None)
     alone = ingest([("datafeed", "real.json", str(alone_path))], None)
     _check(kinds, real_items, result, alone, where, "mixed.json")
-    columnar, cbad, cstats = ingest_columnar([("datafeed", "mixed.json", str(path))], None, batch=7)
-    assert columnar.equals(to_frame(result[0], Review)) and cbad == result[1]
-    assert (cstats.rows_in, dict(cstats.drops)) == (result[2].rows_in, dict(result[2].drops))
+    small, sbad, sstats = ingest([("datafeed", "mixed.json", str(path))], None, batch=7)  # batch ends everywhere
+    assert small == result[0] and sbad == result[1]
+    assert (sstats.rows_in, dict(sstats.drops)) == (result[2].rows_in, dict(result[2].drops))
 
 
 def test_surrogates_survive_a_file_as_replacement_marks(tmp_path):
@@ -137,7 +132,7 @@ def test_surrogates_survive_a_file_as_replacement_marks(tmp_path):
 
 
 def test_list_fields_that_cannot_travel_joined_take_the_per_record_path():
-    from assets.ingestion.reviews_columnar import _plain_list, _raw_frame
+    from assets.ingestion.cleaning import _plain_list, _raw_frame
 
     assert _plain_list(["https://a.example/1", "https://b.example/2"]) and _plain_list([])
     assert not _plain_list(["https://a.example/1", ""])  # an empty entry would vanish in the split

@@ -24,7 +24,7 @@ from assets.ingestion.publisher_registry import (
     slug,
     status_of,
 )
-from assets.ingestion.trusted_reviews import PublisherIndex, load_registry, registered_domain
+from assets.ingestion.publishers import PublisherIndex, load_registry, registered_domain
 from dagster_project.cli import main
 from dagster_project.config import PROJECT_ROOT
 from dagster_project.resources.web import WebResource

@@ -12,11 +12,10 @@ from collections import Counter
 
 import pytest
 
-from assets.ingestion.reviews import ingest
-from assets.ingestion.reviews_columnar import ingest_columnar, trusted_columnar
-from assets.ingestion.trusted_reviews import filter_trusted, load_registry
+from assets.ingestion.merging import ingest
+from assets.ingestion.publishers import filter_trusted, load_registry
 from dagster_project.config import PROJECT_ROOT
-from schemas.frames import to_frame
+from schemas.frames import from_frame, to_frame
 from schemas.records import Review, TrustedReview
 from tests.ingest_shapes import (
     FIXTURES,
@@ -95,7 +94,8 @@ def test_all_shapes_merged(all_sources):
 
 def test_all_shapes_trusted(all_sources, publishers):
     good, _, _ = ingest(all_sources, None)
-    kept, stats, unknown = filter_trusted(good, publishers)
+    kept, stats, unknown = filter_trusted(to_frame(good, Review), publishers)
+    kept = from_frame(kept, TrustedReview)
     assert (stats.rows_in, len(kept)) == (127, 120)
     assert dict(stats.drops) == {"not_a_signatory": 7}  # Yoop Yup (2), Falso, Al Mushahid, Chayyek, Maharat, Tayqan
     assert unknown == Counter()
@@ -130,13 +130,8 @@ def test_quarantine_counts_with_real_neighbours(ifcn):
 
 
 @pytest.mark.parametrize("quarter", [None, "2020Q2", "2025Q1", "2024Q3"])
-def test_columnar_path_gives_the_same_results(all_sources, publishers, quarter):
+def test_batch_size_does_not_change_the_results(all_sources, quarter):
     good, bad, stats = ingest(all_sources, quarter)
-    frame, cbad, cstats = ingest_columnar(all_sources, quarter, batch=40)
-    assert frame.equals(to_frame(good, Review))
-    assert cbad == bad and (cstats.rows_in, dict(cstats.drops)) == (stats.rows_in, dict(stats.drops))
-    kept, tstats, unknown = filter_trusted(good, publishers)
-    ckept, ctstats, cunknown = trusted_columnar(frame, publishers)
-    assert ckept.equals(to_frame(kept, TrustedReview))
-    assert (ctstats.rows_in, dict(ctstats.drops), ctstats.extra, cunknown) == (
-        tstats.rows_in, dict(tstats.drops), tstats.extra, unknown)
+    small, sbad, sstats = ingest(all_sources, quarter, batch=40)  # batches end inside every source
+    assert to_frame(small, Review).equals(to_frame(good, Review))
+    assert sbad == bad and (sstats.rows_in, dict(sstats.drops)) == (stats.rows_in, dict(stats.drops))

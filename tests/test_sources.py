@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from assets.ingestion import sources
-from assets.ingestion.reviews import ingest, iter_datafeed, iter_factcheck_api
+from assets.ingestion.merging import ingest
+from assets.ingestion.sources import iter_datafeed, iter_factcheck_api
 from assets.ingestion.sources import (
     FactCheckToolsClient,
     FactCheckToolsError,

@@ -6,12 +6,21 @@ from pathlib import Path
 
 import pytest
 
-from assets.ingestion.reviews import ingest
-from assets.ingestion.trusted_reviews import PublisherIndex, filter_trusted, host_of, load_registry
-from schemas.records import Review
+from assets.ingestion import publishers as matching
+from assets.ingestion.merging import ingest
+from assets.ingestion.publishers import PublisherIndex, host_of, load_registry
+from schemas.frames import from_frame, to_frame
+from schemas.records import Review, TrustedReview
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = ROOT / "registry" / "publishers.csv"
+
+
+
+def filter_trusted(reviews: list[Review], publishers):
+    """The stage's frame filter, given and giving records."""
+    kept, stats, unknown = matching.filter_trusted(to_frame(reviews, Review), publishers)
+    return from_frame(kept, TrustedReview), stats, unknown
 
 
 @pytest.fixture(scope="module")

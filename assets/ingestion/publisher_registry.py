@@ -77,7 +77,7 @@ def _first_text(node, xpath: str) -> str:
 
 def parse_signatory_page(content: bytes | str, spec: dict, base_url: str = "") -> list[Signatory]:
     """The signatories on one page, by the XPath expressions of its ``signatory_sources.yaml`` entry."""
-    from assets.ingestion.reviews import parse_date
+    from assets.ingestion.cleaning import parse_date
 
     doc = lxml_html.fromstring(content, base_url=base_url or None)
     if base_url:
@@ -122,7 +122,7 @@ def merge_signatories(rows: list[dict], signatories: list[Signatory], report: Re
     then by name or alias; found ones get the network's status, date and (if missing) country; new ones are added.
     Aliases and extra domains in the registry are kept; an organisation a page does not list keeps its row and is
     reported as unlisted."""
-    from assets.ingestion.trusted_reviews import PublisherIndex, host_of, registered_domain
+    from assets.ingestion.publishers import PublisherIndex, host_of, registered_domain
 
     rows = [dict(r) for r in rows]
     before = [dict(r) for r in rows]

@@ -1,8 +1,9 @@
-"""Every ClaimReview source of stage 1: streamed DataFeeds, incremental feed URLs, the live Fact Check Tools
-``claims:search`` API and ClaimReview markup read from the fact-check pages themselves.
+"""Every ClaimReview source of stage 1, read into the same ``(row | None, reason, raw)`` triples: DataFeeds (parsed
+JSON, or streamed from disk), incremental feed URLs, Fact Check Tools ``claims:search`` answers (dumps or the live
+API) and ClaimReview markup read from the fact-check pages themselves.
 
-Each reader yields the same ``(row | None, reason, raw)`` triples as ``assets.ingestion.reviews.iter_datafeed``, so
-``assets.ingestion.reviews.ingest`` treats every source alike.
+The bottom of the ingestion package: cleaning (``assets.ingestion.cleaning``) reads these triples, merging
+(``assets.ingestion.merging``) joins the cleaned rows, and the assets (``assets.ingestion.reviews``) store them.
 """
 
 import email.utils
@@ -11,8 +12,10 @@ import json
 import os
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
@@ -20,16 +23,177 @@ import extruct
 import httpx
 import ijson
 
-from assets.ingestion.reviews import (
-    claimreview_to_row,
-    datafeed_element_rows,
-    iter_datafeed,
-    normalize_claim_text,
-)
 from dagster_project.resources.files import atomic_write
 from dagster_project.resources.web import WebResource
 
 Triple = tuple[dict | None, str, Any]
+
+# ---- ClaimReview objects to rows ----------------------------------------------------------------------------------
+
+
+def normalize_claim_text(text: str) -> str:
+    """The claim text used in the review key: NFKC, case-folded, whitespace collapsed."""
+    return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()  # split() drops the same spaces as \s
+
+
+def _text(value: Any) -> str:
+    if type(value) is str:  # the usual case first: this runs ten times per record
+        return value.strip()
+    if value is None:
+        return ""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value).strip()
+    if isinstance(value, dict):
+        return _text(value.get("name") or value.get("alternateName") or value.get("@value"))
+    if isinstance(value, list) and value:
+        return _text(value[0])
+    return ""
+
+
+def _language(value: Any) -> str:
+    """``inLanguage`` as a code, a name, or a Language object; the code is preferred, a name becomes its code."""
+    if isinstance(value, dict):
+        code = _text(value.get("alternateName"))
+        return language_code(code or _text(value.get("name")))
+    return language_code(_text(value))
+
+
+@lru_cache(maxsize=1)
+def _language_names() -> dict[str, str]:
+    """English language names -> ISO codes (babel's CLDR data), e.g. 'spanish' -> 'es'."""
+    from babel import Locale
+
+    names = {}
+    for code, name in Locale("en").languages.items():
+        if "_" not in code:
+            names.setdefault(name.casefold(), code)
+    return names
+
+
+@lru_cache(maxsize=4096)
+def language_code(value: str) -> str:
+    """A language as written in a feed ('en', 'pt-BR', 'Spanish') -> a lower-case code; unknown names kept."""
+    text = value.strip().lower()
+    if not text or re.fullmatch(r"[a-z]{2,3}([-_][a-z0-9]{2,8})*", text):
+        return text.replace("_", "-")
+    return _language_names().get(text.casefold(), text)
+
+
+
+
+def _urls(value: Any) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        url = item.get("url") if isinstance(item, dict) else item
+        if isinstance(url, str) and url.strip().startswith(("http://", "https://")):
+            out.append(url.strip())
+    return out
+
+
+def _required(value: Any) -> Any:
+    """A required text field: stripped if it is a string, else kept as is for clean_row to reject by type."""
+    return value.strip() if isinstance(value, str) else value
+
+
+_NO_FIELDS: dict = {}  # read-only stand-in for an absent or malformed sub-object
+
+
+def claimreview_to_row(item: dict, source: str) -> dict:
+    """One schema.org ClaimReview object (feed or page markup) to a review row; raises ValueError if unusable."""
+    if not isinstance(item, dict):
+        raise ValueError("not_an_object")
+    # this runs once per record of a feed: plain strings are stripped inline, other shapes go through _text
+    get = item.get
+    reviewed = get("itemReviewed")
+    if not isinstance(reviewed, dict):
+        reviewed = _NO_FIELDS
+    rating = get("reviewRating")
+    if not isinstance(rating, dict):
+        rating = _NO_FIELDS
+    author = get("author")
+    if isinstance(author, list) and author:
+        author = author[0]
+    if not isinstance(author, dict):
+        author = {"name": author}
+    appearance, first = reviewed.get("appearance"), reviewed.get("firstAppearance")
+    appearances = (_urls(appearance) if appearance is not None else []) + (_urls(first) if first is not None else [])
+    if isinstance(reviewed.get("url"), str):
+        appearances += _urls(reviewed["url"])
+    return {
+        "review_url": v.strip() if type(v := get("url")) is str else _required(v),
+        "claim_text": v.strip() if type(v := get("claimReviewed")) is str else _required(v),
+        "claim_date": reviewed.get("datePublished"),
+        "review_date": get("datePublished"),
+        "publisher_name": v.strip() if type(v := author.get("name")) is str else _text(v),
+        "publisher_site": v.strip() if type(v := author.get("url")) is str else _text(v),
+        "rating_text": v.strip() if type(v := rating.get("alternateName")) is str else _text(v),
+        "rating_value": v.strip() if type(v := rating.get("ratingValue")) is str else _text(v),
+        "rating_best": v.strip() if type(v := rating.get("bestRating")) is str else _text(v),
+        "rating_worst": v.strip() if type(v := rating.get("worstRating")) is str else _text(v),
+        "language": language_code(v.strip()) if type(v := get("inLanguage")) is str else _language(v),
+        "claim_author": v.strip() if type(v := reviewed.get("author")) is str else _text(v),
+        "title": v.strip() if type(v := get("name") or get("headline")) is str else _text(v),
+        "appearance_urls": list(dict.fromkeys(appearances)) if len(appearances) > 1 else appearances,
+        "sources": [source],
+    }
+
+
+def iter_datafeed(feed: dict, origin: str) -> Iterator[Triple]:
+    """Yield (row or None, reason, raw item) for every ClaimReview of a DataFeed."""
+    elements = feed.get("dataFeedElement") if isinstance(feed, dict) else None
+    if not isinstance(elements, list):
+        yield None, "feed_without_dataFeedElement", feed
+        return
+    for i, element in enumerate(elements):
+        yield from datafeed_element_rows(element, i, origin)
+
+
+def datafeed_element_rows(element: Any, i: int, origin: str) -> Iterator[Triple]:
+    """The rows of one ``dataFeedElement`` entry (shared by the in-memory and the streaming feed readers)."""
+    items = element.get("item") if isinstance(element, dict) else None
+    if items is None:
+        yield None, "element_without_items", element
+        return
+    for j, item in enumerate(items if isinstance(items, list) else [items]):
+        try:
+            yield claimreview_to_row(item, f"feed:{origin}#{i}.{j}"), "", item
+        except ValueError as err:
+            yield None, str(err), item
+
+
+def iter_factcheck_api(claims: Any, origin: str) -> Iterator[Triple]:
+    """Yield rows from a Fact Check Tools ``claims:search`` answer (a list, or an object with ``claims``)."""
+    if isinstance(claims, dict):
+        claims = claims.get("claims")
+    if not isinstance(claims, list):
+        yield None, "api_without_claims", claims
+        return
+    for i, claim in enumerate(claims):
+        if not isinstance(claim, dict) or not isinstance(claim.get("claimReview"), list):
+            yield None, "claim_without_claimReview", claim
+            continue
+        for j, review in enumerate(claim["claimReview"]):
+            if not isinstance(review, dict):
+                yield None, "not_an_object", review
+                continue
+            publisher = review.get("publisher") if isinstance(review.get("publisher"), dict) else {}
+            yield {
+                "review_url": _required(review.get("url")),
+                "claim_text": _required(claim.get("text")),
+                "claim_date": claim.get("claimDate"),
+                "review_date": review.get("reviewDate"),
+                "publisher_name": _text(publisher.get("name")),
+                "publisher_site": _text(publisher.get("site")),
+                "rating_text": _text(review.get("textualRating")),
+                "language": _language(review.get("languageCode")),
+                "claim_author": _text(claim.get("claimant")),
+                "title": _text(review.get("title")),
+                "appearance_urls": [],
+                "sources": [f"api:{origin}#{i}.{j}"],
+            }, "", review
+
+
 
 # ---- streaming DataFeed -------------------------------------------------------------------------------------
 
@@ -294,13 +458,23 @@ def _parse_and_cache(copy: FeedCopy, origin: str) -> Iterator[Triple]:
             tmp.unlink(missing_ok=True)
 
 
-def feed_url_triples(copy: FeedCopy, origin: str) -> Iterator[Triple]:
-    """An unchanged feed is read from its row cache (no re-parse); a new or changed one is parsed and cached."""
-    if copy.status == "unchanged":
-        cached = _cached_triples(copy.rows_cache, copy.sha256)
-        if cached is not None:
-            return cached
-    return _parse_and_cache(copy, origin)
+class FeedRows:
+    """The triples of a fetched feed body: an unchanged feed is read from its row cache (no re-parse), a new or
+    changed one is parsed and cached. Iterable; ``sha256`` names the body without reading it."""
+
+    def __init__(self, copy: FeedCopy, origin: str) -> None:
+        self.copy, self.origin, self.sha256 = copy, origin, copy.sha256
+
+    def __iter__(self) -> Iterator[Triple]:
+        if self.copy.status == "unchanged":
+            cached = _cached_triples(self.copy.rows_cache, self.copy.sha256)
+            if cached is not None:
+                return cached
+        return _parse_and_cache(self.copy, self.origin)
+
+
+def feed_url_triples(copy: FeedCopy, origin: str) -> FeedRows:
+    return FeedRows(copy, origin)
 
 
 # ---- Fact Check Tools claims:search -----------------------------------------------------------------------------
@@ -419,7 +593,7 @@ class FactCheckToolsClient:
                 return
 
     def search(self, **kwargs: Any) -> list[dict]:
-        """All ``claims`` of all pages, in the shape ``assets.ingestion.reviews.iter_factcheck_api`` reads."""
+        """All ``claims`` of all pages, in the shape ``iter_factcheck_api`` reads."""
         claims: list[dict] = []
         for answer in self.iter_pages(**kwargs):
             page = answer.get("claims") or []
@@ -616,3 +790,37 @@ def load_sources(specs: list[Any], web: WebResource | None, state_dir: str | os.
             payloads.append(("page_markup", origin, pages))
             status[origin] = f"{sum(1 for p in pages if p.error is None)}/{len(pages)} fetched"
     return payloads, status
+
+
+READERS: dict[str, Callable[[Any, str], Iterable[Triple]]] = {
+    "datafeed": iter_datafeed_any, "factcheck_api": iter_factcheck_api, "page_markup": iter_page_markup,
+    "rows": iter_triples,
+}
+
+
+def read_source(kind: str, origin: str, payload: Any) -> Iterable[Triple]:
+    """The triples of one (kind, origin, payload) that ``load_sources`` built."""
+    if kind not in READERS:
+        raise ValueError(f"unknown source kind {kind!r} (expected one of {sorted(READERS)})")
+    return READERS[kind](payload, origin)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {f: getattr(value, f) for f in value.__dataclass_fields__}
+    return repr(value)
+
+
+def source_digest(kind: str, payload: Any) -> str:
+    """The sha256 of a source's content, found without parsing it: a local feed's bytes, a fetched feed's body, or
+    the canonical JSON of an answer or of the pages' markup."""
+    digest = hashlib.sha256()
+    if isinstance(payload, FeedRows):
+        return payload.sha256
+    if isinstance(payload, (str, os.PathLike)):
+        with open(payload, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(chunk)
+        return digest.hexdigest()
+    digest.update(json.dumps(payload, sort_keys=True, ensure_ascii=True, default=_json_default).encode())
+    return digest.hexdigest()

@@ -1,27 +1,30 @@
-"""``veritas backfill``: run the stages over a range of quarters, one Dagster run per quarter, with a bar per stage.
+"""``veritas backfill``: a Dagster backfill over a range of quarters, with a bar per stage.
 
-Every run goes into the project's Dagster instance (the UI shows them, tagged ``veritas/backfill=<id>``), with the
-executor of the config file (in-process, multiprocess or Celery workers). A quarter's run executes in its own
-subprocess, so ``--parallel N`` runs N quarters at once and a crash (or a kill) loses one quarter, not the
-backfill. A failed quarter is retried with exponential backoff; what still fails after that is retried later
-with ``veritas backfill --retry <id>``, which runs only the quarters without a successful run.
-The same backfill can be launched from the UI: job ``all_stages``, Partitions tab, "Launch backfill".
+The command creates an asset backfill in the project's instance (a ``PartitionBackfill``, as the UI's "Launch
+backfill" does), so the UI's Backfills tab lists it and can cancel or re-execute it, as this command can. The
+sources' snapshot (``review_snapshot``, not partitioned) is brought up to date once, then each quarter runs the
+selected stages in its own run. When no ``dagster-daemon`` serves the instance, the command drives the backfill
+itself (the daemon's backfill and run-queue iterations, every ``--tick`` seconds) until it ends; when one does, it
+only watches. The bars read the backfill's own status. Ctrl-C or SIGTERM cancels the backfill (its runs are
+terminated) and returns within 10 s. ``veritas backfill --retry ID`` starts a new backfill of what ID did not
+materialize. Pool limits (``pools:`` in the config) are set on the instance, so they bind every run of it.
 """
 
 import argparse
-import json
+import logging
 import os
-import subprocess
+import signal
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-BACKFILL_TAG = "veritas/backfill"
-ATTEMPT_TAG = "veritas/attempt"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+TERMINAL = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED")
+# the runs' console log level (their output is the command's): VERITAS_LOG_LEVEL, else warnings only
+RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}}
+CANCEL_WAIT_S = 8.0  # Ctrl-C: the runs are asked to stop; the command is gone within 10 s in any case
 
 
-# ---- the per-quarter child ------------------------------------------------------------------------------------
 def stage_selection(start: str | None, until: str | None) -> list[str]:
     """The stages from ``start`` (default the first) to ``until`` (default the last), in pipeline order."""
     from dagster_project.definitions import ASSET_NAMES
@@ -36,210 +39,8 @@ def stage_selection(start: str | None, until: str | None) -> list[str]:
     return ASSET_NAMES[first:last]
 
 
-def run_partition(config_path: str, key: str, backfill_id: str, attempt: int, until: str | None,
-                  from_failure: str | None = None, start: str | None = None) -> bool:
-    """Execute the all-stages job for one partition in the project's instance (a backfill's child process).
-
-    ``from_failure``: a failed run of this partition; only its steps that did not succeed run again."""
-    import dagster as dg
-
-    from dagster_project.cli import _instance
-    from dagster_project.config import load_config
-    from dagster_project.executors import all_stages_job
-    from dagster_project.partitions import to_label
-
-    config = load_config(config_path)
-    os.environ["VERITAS_CONFIG"] = config["path"]  # the job is rebuilt from it here and in any Celery worker
-    instance = _instance(config)
-    selection = stage_selection(start, until)
-    tags = {"dagster/partition": key, BACKFILL_TAG: backfill_id, ATTEMPT_TAG: str(attempt), "veritas/quarter": to_label(key)}
-    run_config = {"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}}
-    job = dg.reconstructable(all_stages_job)
-    if from_failure:
-        result = dg.execute_job(job, instance=instance, tags=tags, run_config=run_config,
-                                reexecution_options=dg.ReexecutionOptions.from_failure(from_failure, instance))
-    else:
-        result = dg.execute_job(job, instance=instance, tags=tags, run_config=run_config,
-                                asset_selection=[dg.AssetKey(a) for a in selection])
-    return result.success
-
-
-# ---- the coordinator ------------------------------------------------------------------------------------------
-def state_path(config: dict, backfill_id: str) -> Path:
-    return Path(config["data_dir"]) / "backfills" / f"{backfill_id}.json"
-
-
-def save_state(path: Path, state: dict) -> None:
-    from dagster_project.resources.files import atomic_write
-
-    atomic_write(path, json.dumps(state, indent=2).encode())  # a reader (the UI user, a test) never sees half
-
-
-def find_run(instance, backfill_id: str, key: str, attempt: int):
-    import dagster as dg
-
-    records = instance.get_run_records(
-        filters=dg.RunsFilter(tags={BACKFILL_TAG: backfill_id, "dagster/partition": key, ATTEMPT_TAG: str(attempt)}), limit=1
-    )
-    return records[0].dagster_run if records else None
-
-
-def settle_run(instance, backfill_id: str, key: str, attempt: int, exit_code: int) -> tuple[str, str | None]:
-    """The outcome of a child: ``success`` or ``failed``; a killed child's run is marked failed in the instance."""
-    import dagster as dg
-
-    run = find_run(instance, backfill_id, key, attempt)
-    if run is None:
-        return "failed", None
-    run = instance.get_run_by_id(run.run_id)
-    if run.status == dg.DagsterRunStatus.SUCCESS and exit_code == 0:
-        return "success", run.run_id
-    if not run.is_finished:  # the process died under the run: nobody else will close it
-        instance.report_run_failed(run, f"the backfill's child process exited with code {exit_code}")
-    return "failed", run.run_id
-
-
-def can_resume(instance, run_id: str) -> bool:
-    """A failed run with at least one successful step can be re-executed from its failure."""
-    import dagster as dg
-
-    run = instance.get_run_by_id(run_id)
-    if run is None or run.status != dg.DagsterRunStatus.FAILURE:
-        return False
-    return bool(instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_SUCCESS, limit=1).records)
-
-
-class Progress:
-    """A bar per stage: how many of the backfill's quarters have that stage materialized since the backfill began."""
-
-    def __init__(self, stages: list[str], keys: list[str], since: float, bars: bool):
-        self.stages, self.keys, self.since = stages, keys, since
-        self.last: dict[str, int] = {}
-        self.bars = None
-        if bars:
-            from tqdm import tqdm
-
-            width = max(len(s) for s in stages)
-            self.bars = {s: tqdm(total=len(keys), desc=s.ljust(width), position=i, leave=True, unit="quarter",
-                                 bar_format="{desc} |{bar}| {n}/{total}") for i, s in enumerate(stages)}
-
-    def done_per_stage(self, instance) -> dict[str, int]:
-        import dagster as dg
-
-        out = {}
-        for stage in self.stages:
-            records = instance.fetch_materializations(
-                dg.AssetRecordsFilter(asset_key=dg.AssetKey(stage), asset_partitions=self.keys, after_timestamp=float(self.since)),
-                limit=10_000,
-            ).records
-            out[stage] = len({r.partition_key for r in records})
-        return out
-
-    def update(self, instance) -> dict[str, int]:
-        done = self.done_per_stage(instance)
-        if done != self.last:
-            if self.bars:
-                for stage, n in done.items():
-                    self.bars[stage].n = n
-                    self.bars[stage].refresh()
-            else:
-                print("[backfill] " + "  ".join(f"{s} {n}/{len(self.keys)}" for s, n in done.items()), flush=True)
-            self.last = done
-        return done
-
-    def close(self) -> None:
-        for bar in (self.bars or {}).values():
-            bar.close()
-
-
-def apply_pools(instance, config: dict) -> dict[str, int]:
-    """Set the instance's pool limits from the config's ``pools:`` (e.g. {llm: 2, web: 4}); others stay as they are."""
-    for pool, limit in config.get("pools", {}).items():
-        instance.event_log_storage.set_concurrency_slots(pool, limit)
-    return config.get("pools", {})
-
-
-def coordinate(config_path: str | None, state: dict, parallel: int, max_retries: int, backoff: float, bars: bool) -> int:
-    from dagster_project.cli import _instance
-    from dagster_project.config import load_config
-    from dagster_project.partitions import to_label
-
-    config = load_config(config_path)
-    instance = _instance(config)
-    apply_pools(instance, config)
-    path = state_path(config, state["id"])
-    until, start = state.get("until"), state.get("start")
-    stages = stage_selection(start, until)
-    parts = state["partitions"]
-    queue = [(k, 0.0) for k in parts if parts[k]["status"] != "success"]  # (partition, not before)
-    retries_left = {k: max_retries for k, _ in queue}
-    running: dict[str, subprocess.Popen] = {}
-    progress = Progress(stages, list(parts), state["created"], bars)
-    log_dir = path.parent / state["id"]
-    log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"[backfill] {state['id']}: {len(queue)} of {len(parts)} quarters to run "
-          f"({to_label(state['from'])}..{to_label(state['to'])}), stages {stages[0]}..{stages[-1]}", flush=True)
-    try:
-        while queue or running:
-            now = time.time()
-            ready = [item for item in queue if item[1] <= now]
-            while ready and len(running) < parallel:
-                item = ready.pop(0)
-                queue.remove(item)
-                key = item[0]
-                entry = parts[key]
-                entry["attempts"] += 1
-                cmd = [sys.executable, "-m", "dagster_project.commands.backfill", "--config", config["path"],
-                       "--partition", key, "--backfill", state["id"], "--attempt", str(entry["attempts"])]
-                if until:
-                    cmd += ["--until", until]
-                if start:
-                    cmd += ["--start", start]
-                failed_run = next((r for r in reversed(entry.get("runs", [])) if r), None)
-                if failed_run and can_resume(instance, failed_run):
-                    cmd += ["--from-failure", failed_run]  # the steps that succeeded are not redone
-                with open(log_dir / f"{key}-{entry['attempts']}.log", "wb") as log:
-                    running[key] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[2])
-                entry.update(status="running", pid=running[key].pid)
-                save_state(path, state)
-            for key, proc in list(running.items()):
-                code = proc.poll()
-                if code is None:
-                    continue
-                del running[key]
-                entry = parts[key]
-                status, run_id = settle_run(instance, state["id"], key, entry["attempts"], code)
-                entry.update(status=status, pid=None, exit_code=code)
-                entry.setdefault("runs", []).append(run_id)
-                if status == "failed" and retries_left.get(key, 0) > 0:
-                    retries_left[key] -= 1
-                    delay = backoff * 2 ** (max_retries - retries_left[key] - 1)  # 1x, 2x, 4x the backoff
-                    print(f"[backfill] {to_label(key)} failed (exit {code}); retry in {delay:.0f}s", flush=True)
-                    entry["status"] = "retrying"
-                    queue.append((key, time.time() + delay))
-                elif status == "failed":
-                    log_file = log_dir / f"{key}-{entry['attempts']}.log"
-                    print(f"[backfill] {to_label(key)} FAILED (exit {code}); log: {log_file}", flush=True)
-                save_state(path, state)
-            progress.update(instance)
-            time.sleep(0.5)
-    finally:
-        for proc in running.values():  # interrupted (Ctrl-C): the children go with the coordinator
-            proc.terminate()
-        progress.close()
-    progress.update(instance)
-    failed = [k for k, e in parts.items() if e["status"] != "success"]
-    state["finished"] = time.time()
-    save_state(path, state)
-    if failed:
-        print(f"[backfill] {state['id']}: {len(failed)} quarter(s) failed: {', '.join(to_label(k) for k in failed)}. "
-              f"Retry only those with: veritas backfill --retry {state['id']}", flush=True)
-        return 1
-    print(f"[backfill] {state['id']}: all {len(parts)} quarters succeeded", flush=True)
-    return 0
-
-
-def new_state(first: str, last: str, until: str | None, start: str | None = None) -> dict:
+def quarter_keys(first: str, last: str) -> list[str]:
+    """The Dagster partition keys of a quarter range; refuses quarters outside the partitions."""
     from dagster_project.partitions import quarter_range, quarterly_partitions, to_key
 
     keys = [to_key(q) for q in quarter_range(first, last)]
@@ -247,70 +48,226 @@ def new_state(first: str, last: str, until: str | None, start: str | None = None
     unknown = [k for k in keys if k not in known]
     if unknown:
         raise ValueError(f"quarters outside the partitions: {', '.join(unknown)}")
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    return {
-        "id": f"bf-{stamp}-{os.urandom(2).hex()}",
-        "created": time.time(),
-        "from": keys[0],
-        "to": keys[-1],
-        "until": until,
-        "start": start,
-        "partitions": {k: {"status": "pending", "attempts": 0} for k in keys},
-    }
+    return keys
+
+
+def workspace(instance):
+    """The code location as the UI loads it (``workspace.yaml``'s module, in a code server of its own)."""
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    target = ModuleTarget(module_name="dagster_project.definitions", attribute=None,
+                          working_directory=str(PROJECT_ROOT), location_name="veritas")
+    return WorkspaceProcessContext(instance, target)
+
+
+def create_backfill(instance, context, keys: list[str], stages: list[str], title: str) -> str:
+    """Add an asset backfill of ``stages`` (with the sources' snapshot when they hold reviews) over ``keys``."""
+    import dagster as dg
+    from dagster._core.execution.backfill import PartitionBackfill
+    from dagster._core.utils import make_new_backfill_id
+
+    from dagster_project.definitions import with_snapshot
+
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id=make_new_backfill_id(), asset_graph=context.create_request_context().asset_graph,
+        partition_names=keys, asset_selection=[dg.AssetKey(s) for s in with_snapshot(stages)],
+        backfill_timestamp=time.time(), tags={"veritas/command": "backfill"}, dynamic_partitions_store=instance,
+        all_partitions=False, title=title, description=f"veritas backfill: {', '.join(stages)}",
+        run_config=RUN_CONFIG,
+    )
+    instance.add_backfill(backfill)
+    return backfill.backfill_id
+
+
+def retry_backfill(instance, context, backfill_id: str) -> str:
+    """A new backfill of what backfill ``backfill_id`` targeted and did not materialize."""
+    from dagster._core.execution.backfill import PartitionBackfill
+    from dagster._core.utils import make_new_backfill_id
+
+    old = instance.get_backfill(backfill_id)
+    if old.status.value not in TERMINAL:
+        raise ValueError(f"backfill {backfill_id} is still {old.status.value}: cancel it or let it end first")
+    graph = context.create_request_context().asset_graph
+    data = old.get_asset_backfill_data(graph)
+    remaining = data.target_subset - data.materialized_subset
+    if not remaining.num_partitions_and_non_partitioned_assets:
+        raise ValueError(f"backfill {backfill_id} materialized everything it targeted: nothing to retry")
+    backfill = PartitionBackfill.from_asset_graph_subset(
+        backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(),
+        tags={"veritas/command": "backfill", "veritas/retry_of": backfill_id}, dynamic_partitions_store=instance,
+        asset_graph_subset=remaining, title=f"retry of {backfill_id}", description=old.description,
+        run_config=RUN_CONFIG,
+    )
+    instance.add_backfill(backfill)
+    return backfill.backfill_id
+
+
+def daemon_serves(instance) -> bool:
+    """Whether a live dagster-daemon runs this instance's backfills (then the command only watches)."""
+    from dagster._daemon.controller import get_daemon_statuses
+
+    return bool(get_daemon_statuses(instance, ["BACKFILL"], ignore_errors=True)["BACKFILL"].healthy)
+
+
+class Driver:
+    """One tick of what the daemon would do for this instance: advance the backfills, launch queued runs."""
+
+    def __init__(self, context):
+        from dagster._core.run_coordinator import QueuedRunCoordinator
+        from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+        self.context = context
+        self.log = logging.getLogger("veritas.backfill")
+        queued = isinstance(context.instance.run_coordinator, QueuedRunCoordinator)
+        self.queue = QueuedRunCoordinatorDaemon(interval_seconds=1) if queued else None
+
+    def tick(self) -> None:
+        from dagster._daemon.backfill import execute_backfill_iteration
+
+        for error in execute_backfill_iteration(self.context, self.log):
+            if error is not None:
+                self.log.warning(f"backfill iteration: {error.message.strip()}")
+        if self.queue is not None:
+            for _ in self.queue.run_iteration(self.context):
+                pass
+
+
+class Bars:
+    """A bar per stage: how many of the backfill's quarters have that stage materialized (the backfill's status)."""
+
+    def __init__(self, stages: list[str], total: int, bars: bool):
+        self.stages, self.total, self.last, self.bars = stages, total, None, None
+        if bars:
+            from tqdm import tqdm
+
+            width = max(len(s) for s in stages)
+            self.bars = {s: tqdm(total=total, desc=s.ljust(width), position=i, leave=True, unit="quarter",
+                                 bar_format="{desc} |{bar}| {n}/{total}") for i, s in enumerate(stages)}
+
+    def update(self, done: dict[str, int]) -> None:
+        done = {s: done.get(s, 0) for s in self.stages}
+        if done == self.last:
+            return
+        self.last = done
+        if self.bars:
+            for stage, n in done.items():
+                self.bars[stage].n = n
+                self.bars[stage].refresh()
+        else:
+            print("[backfill] " + "  ".join(f"{s} {n}/{self.total}" for s, n in done.items()), flush=True)
+
+    def close(self) -> None:
+        for bar in (self.bars or {}).values():
+            bar.close()
+
+
+def materialized_per_stage(backfill, context) -> dict[str, int]:
+    """Quarters materialized so far per stage, from the backfill's asset status."""
+    from dagster._core.execution.asset_backfill import AssetBackfillStatus
+
+    out = {}
+    for status in backfill.get_backfill_status_per_asset_key(context.create_request_context()):
+        counts = getattr(status, "partitions_counts_by_status", None)
+        if counts is not None:
+            out[status.asset_key.to_user_string()] = counts.get(AssetBackfillStatus.MATERIALIZED, 0)
+    return out
+
+
+def cancel(instance, backfill_id: str) -> None:
+    """Ask for the backfill's cancellation, as the UI's Cancel button does: its runs are terminated."""
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    backfill = instance.get_backfill(backfill_id)
+    if backfill is not None and backfill.status.value not in TERMINAL:
+        instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELING))
+
+
+def follow(instance, context, backfill_id: str, stages: list[str], total: int, bars: bool, tick: float) -> str:
+    """Drive (or, with a daemon, watch) the backfill until it ends; returns its final status. A signal cancels it."""
+    stop = {"at": None}
+
+    def interrupted(signum, _frame) -> None:
+        if stop["at"] is None:
+            stop["at"] = time.monotonic()
+            print(f"\n[backfill] {signal.Signals(signum).name}: cancelling {backfill_id}", flush=True)
+            cancel(instance, backfill_id)
+
+    old = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    driver = Driver(context)
+    progress = Bars(stages, total, bars)
+    try:
+        while True:
+            if not daemon_serves(instance):
+                driver.tick()
+            backfill = instance.get_backfill(backfill_id)
+            progress.update(materialized_per_stage(backfill, context))
+            if backfill.status.value in TERMINAL:
+                return backfill.status.value
+            if stop["at"] is not None and time.monotonic() - stop["at"] > CANCEL_WAIT_S:
+                return "CANCELING"  # the runs were told to stop; the daemon (or the next command) records the end
+            time.sleep(tick)
+    finally:
+        progress.close()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def run_backfill(config_path: str | None, first: str | None, last: str | None, until: str | None,
+                 start: str | None, retry: str | None, bars: bool, tick: float = 1.0) -> int:
+    from dagster_project.config import load_config
+    from dagster_project.instance import project_instance
+    from dagster_project.partitions import quarterly_partitions, to_label
+
+    config = load_config(config_path)
+    os.environ["VERITAS_CONFIG"] = config["path"]  # the code server and the run workers build the same definitions
+    instance = project_instance(config)
+    if retry:
+        old = instance.get_backfill(retry)
+        if old is None or not old.is_asset_backfill:
+            raise ValueError(f"no backfill {retry!r} in this instance")
+    else:
+        if not first:
+            raise ValueError("give --from A [--to B], or --retry ID")
+        stages = stage_selection(start, until)
+        keys = quarter_keys(first, last or quarterly_partitions.get_last_partition_key())
+    with workspace(instance) as context:
+        if retry:
+            backfill_id = retry_backfill(instance, context, retry)
+            graph = context.create_request_context().asset_graph
+            target = instance.get_backfill(backfill_id).get_asset_backfill_data(graph).target_subset
+            stages = [s for s in stage_selection(None, None) if any(k.to_user_string() == s for k in target.asset_keys)]
+            total = len({p.partition_key for p in target.iterate_asset_partitions() if p.partition_key})
+        else:
+            title = f"{to_label(keys[0])}..{to_label(keys[-1])}: {stages[0]}..{stages[-1]}"
+            backfill_id = create_backfill(instance, context, keys, stages, title)
+            total = len(keys)
+        print(f"[backfill] {backfill_id}: {total} quarters, stages {', '.join(stages)}"
+              f"{' (a dagster-daemon runs it)' if daemon_serves(instance) else ''}", flush=True)
+        status = follow(instance, context, backfill_id, stages, total, bars, tick)
+    print(f"[backfill] {backfill_id}: {status}", flush=True)
+    if status == "COMPLETED_SUCCESS":
+        return 0
+    print(f"[backfill] retry what did not materialize with: veritas backfill --retry {backfill_id}", flush=True)
+    return 1
 
 
 def handle(args: argparse.Namespace) -> int:
-    from dagster_project.config import load_config
-
-    config = load_config(args.config)
-    if args.retry:
-        path = state_path(config, args.retry)
-        if not path.exists():
-            raise ValueError(f"no backfill {args.retry!r} in {path.parent}")
-        state = json.loads(path.read_text())
-    else:
-        if not args.first:
-            raise ValueError("give --from A [--to B], or --retry ID")
-        stage_selection(args.start, args.until)  # refuses unknown stages early
-        from dagster_project.partitions import quarterly_partitions
-
-        state = new_state(args.first, args.last or quarterly_partitions.get_last_partition_key(), args.until, args.start)
     bars = sys.stderr.isatty() if args.bars is None else args.bars
-    return coordinate(args.config, state, max(1, args.parallel), max(0, args.max_retries), args.backoff, bars)
+    return run_backfill(args.config, args.first, args.last, args.until, args.start, args.retry, bars, args.tick)
 
 
 def register(subparsers) -> list[argparse.ArgumentParser]:
-    p = subparsers.add_parser("backfill", help="run the stages over a range of quarters, with a progress bar per stage")
+    p = subparsers.add_parser("backfill", help="a Dagster backfill of the stages over a range of quarters, with a "
+                                               "progress bar per stage")
     p.add_argument("--from", dest="first", help="first quarter, e.g. 2020Q1")
     p.add_argument("--to", dest="last", help="last quarter (default: the running quarter)")
     p.add_argument("--until", help="stop each quarter after this asset")
     p.add_argument("--start", help="begin each quarter at this asset (its upstream tables must exist)")
-    p.add_argument("--retry", metavar="ID", help="re-run only the quarters of backfill ID that did not succeed")
-    p.add_argument("--parallel", type=int, default=1, help="quarters running at once (default 1)")
-    p.add_argument("--max-retries", type=int, default=2, help="automatic retries of a failed quarter (default 2)")
-    p.add_argument("--backoff", type=float, default=10.0, help="seconds before the first retry, doubling after (default 10)")
+    p.add_argument("--retry", metavar="ID", help="a new backfill of what backfill ID did not materialize")
+    p.add_argument("--tick", type=float, default=1.0, help="seconds between two looks at the backfill (default 1)")
     bars = p.add_mutually_exclusive_group()
     bars.add_argument("--bars", dest="bars", action="store_true", default=None, help="progress bars (default on a terminal)")
     bars.add_argument("--no-bars", dest="bars", action="store_false", help="one text line per change instead of bars")
     p.set_defaults(handler=handle)
     return [p]
-
-
-def _child_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dagster_project.commands.backfill")
-    parser.add_argument("--config")
-    parser.add_argument("--partition", required=True)
-    parser.add_argument("--backfill", required=True)
-    parser.add_argument("--attempt", type=int, default=1)
-    parser.add_argument("--until")
-    parser.add_argument("--start")
-    parser.add_argument("--from-failure", metavar="RUN_ID")
-    args = parser.parse_args(argv)
-    ok = run_partition(args.config, args.partition, args.backfill, args.attempt, args.until, args.from_failure, args.start)
-    return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-    sys.exit(_child_main())

@@ -1,0 +1,141 @@
+"""Stage 1's merging: the cleaned rows of every source become one review per key (page > feed > API, field by
+field), each in the quarter its merged dates give; languages no source named are detected. Then any quarter's
+slice, its quarantine and its yield come from the merged whole, which is parsed once per feed version.
+
+Reads what ``assets.ingestion.cleaning`` makes of the sources; ``assets.ingestion.snapshot`` stores the result.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from assets.common import StageYield
+from assets.ingestion.cleaning import BATCH, REJECT_SCHEMA, REVIEW_SCHEMA, STAGE, _quarter_expr, collect_frames, detect_language
+from schemas.frames import validate_rows
+from schemas.records import QuarantineRecord, Review
+
+SOURCE_PRIORITY = {"page": 0, "feed": 1, "api": 2}  # lower wins when fields disagree
+COUNT_SCHEMA = {"quarter": pl.Utf8, "rows_in": pl.Int64, "late": pl.Int64, "duplicate": pl.Int64}
+LATE = "claim_date_after_review_date"
+_LATE = (pl.col("claim_date") > pl.col("review_date")).fill_null(False)
+
+
+def merge_frame(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Duplicates (same review_id) merged on frames in reading order: per review_id, the first non-empty value in
+    source priority order (page > feed > API, then reading order); sources and appearance URLs concatenated without
+    repeats; the quarter from the merged dates. Returns the merged reviews whose claim date is not after the review
+    date, and per quarter the rows that went in, the late ones and the duplicates (``COUNT_SCHEMA``). The list is
+    emptied, so the frames are freed as soon as they are merged."""
+    df = pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema={**REVIEW_SCHEMA, "_seq": pl.Int64})
+    frames.clear()
+    prio = (pl.col("sources").list.first().str.extract(r"^([a-z]+):")
+            .replace_strict(SOURCE_PRIORITY, default=99, return_dtype=pl.Int64))
+    scalar = [c for c in REVIEW_SCHEMA if c not in ("review_id", "sources", "appearance_urls", "language_detected")]
+    df = df.with_columns(_prio=prio)
+    if df["_prio"].n_unique() > 1:  # one kind of source: reading order is already priority order
+        df = df.sort(["_prio", "_seq"])
+    ordered = df.drop("_prio", "_seq").with_row_index("_pos").with_columns(
+        _n=pl.len().over("review_id").cast(pl.UInt32),
+        quarter=_quarter_expr(pl.coalesce("claim_date", "review_date")))  # the merged dates decide, below
+    del df
+
+    def first_set(c: str) -> pl.Expr:
+        col = pl.col(c)
+        present = col.is_not_null() & (col != "") if REVIEW_SCHEMA[c] == pl.Utf8 else col.is_not_null()
+        return col.filter(present).first().alias(c)
+
+    # most reviews come once: only the repeated ones need the (costly) aggregation
+    repeated = ordered.filter(pl.col("_n") > 1).group_by("review_id").agg(
+        pl.col("_pos").first(),
+        *[first_set(c) for c in scalar if c != "quarter"],
+        pl.col("sources").flatten().drop_nulls().unique(maintain_order=True),
+        pl.col("appearance_urls").flatten().drop_nulls().unique(maintain_order=True),
+        pl.col("language_detected").first(),
+        pl.col("_n").first(),
+    ).with_columns(quarter=_quarter_expr(pl.coalesce("claim_date", "review_date")))
+    repeated = repeated.with_columns(pl.col(c).fill_null("") for c in scalar if REVIEW_SCHEMA[c] == pl.Utf8).with_columns(
+        pl.col("sources", "appearance_urls").list.drop_nulls())  # an empty list flattens to one null
+    # each review stays where its first copy is; a repeated one gets its merged values written over that copy,
+    # column by column and only where merging changed something (string data is shared, not copied)
+    firsts = ordered.filter((pl.col("_n") == 1) | pl.col("review_id").is_first_distinct()) if repeated.height else ordered
+    del ordered
+    repeated = repeated.sort("_pos")
+    before = firsts.filter(pl.col("_n") > 1)
+    changed = [c for c in repeated.columns
+               if c not in ("_pos", "review_id", "_n") and not before[c].equals(repeated[c], null_equal=True)]
+    if changed:
+        aligned = firsts.select("_pos").join(repeated.select("_pos", *changed), on="_pos", how="left",
+                                             maintain_order="left")
+        firsts = firsts.with_columns(
+            pl.when(pl.col("_n") > 1).then(aligned[c]).otherwise(pl.col(c)).alias(c) for c in changed)
+    counts = firsts.group_by("quarter").agg(
+        rows_in=pl.col("_n").sum().cast(pl.Int64), late=pl.col("_n").filter(_LATE).sum().cast(pl.Int64),
+        duplicate=(pl.col("_n") - 1).filter(~_LATE).sum().cast(pl.Int64)).sort("quarter")
+    keep = firsts.select(~_LATE).to_series()
+    return (firsts if keep.all() else firsts.filter(keep)).drop("_pos", "_n"), counts  # a filter copies every column
+
+
+def fill_languages(kept: pl.DataFrame) -> pl.DataFrame:
+    """A review that no source gave a language gets the detected language of its claim, flagged as such."""
+    missing = kept.select(pl.col("claim_text").filter(pl.col("language") == "").unique()).to_series().to_list()
+    detected = {text: detect_language(text) for text in missing}
+    return kept.with_columns(
+        language_detected=pl.col("language") == "",
+        language=pl.when(pl.col("language") == "").then(pl.col("claim_text").replace_strict(detected, default=""))
+        .otherwise(pl.col("language")),
+    )
+
+
+@dataclass
+class Merged:
+    """Every source merged once: the reviews of all quarters (``quarter`` column), every rejected record (its own
+    quarter, "" when undated) and the per-quarter counts of the merge."""
+
+    reviews: pl.DataFrame
+    rejects: pl.DataFrame
+    counts: pl.DataFrame
+
+
+def merge_sources(sources: list[tuple[str, str, Any]], batch: int = BATCH) -> Merged:
+    """Read, clean and merge every source, all quarters at once."""
+    frames, rejects = collect_frames(sources, batch)
+    kept, counts = merge_frame(frames)
+    return Merged(fill_languages(kept).select(*REVIEW_SCHEMA), rejects, counts)
+
+
+def quarter_slice(reviews: pl.LazyFrame, rejects: pl.LazyFrame, counts: pl.LazyFrame,
+                  quarter: str | None) -> tuple[pl.DataFrame, list[QuarantineRecord], StageYield]:
+    """One quarter's reviews (all if None), its quarantine and yield, read from the merged whole (in memory or a
+    snapshot on disk, whose filters are pushed down to the files). A rejected record without a date counts in
+    every quarter, since it belongs to none; a late one is dropped and counted, the others are quarantined."""
+    label = quarter or "all"
+    if quarter is not None:
+        reviews = reviews.filter(pl.col("quarter") == quarter)
+        rejects = rejects.filter(pl.col("quarter").is_in([quarter, ""]))
+        counts = counts.filter(pl.col("quarter") == quarter)
+    frame = reviews.collect().select(*REVIEW_SCHEMA)
+    mine = rejects.collect().sort("_seq")
+    merged = counts.select(pl.col("rows_in", "late", "duplicate").sum()).collect().row(0)
+    stats = StageYield()
+    late_rejects = mine.filter(pl.col("reason") == LATE)
+    stats.rows_in = mine.height + int(merged[0] or 0)
+    if late_rejects.height + int(merged[1] or 0):
+        stats.drop(LATE, late_rejects.height + int(merged[1] or 0))
+    stats.drop("duplicate", int(merged[2] or 0))
+    bad = [QuarantineRecord(stage=STAGE, quarter=label, reason=reason, source=source,
+                            record=record.decode("utf-8", "surrogatepass"))
+           for reason, source, record in mine.filter(pl.col("reason") != LATE).select("reason", "source", "record").iter_rows()]
+    return frame, bad, stats
+
+
+def ingest(sources: list[tuple[str, str, Any]], quarter: str | None,
+           batch: int = BATCH) -> tuple[list[Review], list[QuarantineRecord], StageYield]:
+    """All sources for one quarter (all if None): (kind, origin, payload) -> valid merged reviews, quarantine, yield.
+
+    Rows are merged across all sources before the quarter is chosen, so that a review's partition follows its
+    merged dates. Records with no usable date are quarantined in every partition (they belong to none)."""
+    merged = merge_sources(sources, batch)
+    frame, bad, stats = quarter_slice(merged.reviews.lazy(), merged.rejects.lazy(), merged.counts.lazy(), quarter)
+    good, invalid = validate_rows(frame.iter_rows(named=True), Review, STAGE, quarter or "all")
+    return good, bad + invalid, stats

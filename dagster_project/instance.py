@@ -1,0 +1,34 @@
+"""The project's Dagster instance: a persistent one under the data dir (``dagster dev`` with the same
+``DAGSTER_HOME`` shows the same runs and backfills), with the config's pool limits set on it."""
+
+import os
+from pathlib import Path
+
+# runs wait in the instance's queue; as many run at once as there are cores (each run is a process of its own)
+SETTINGS = f"telemetry:\n  enabled: false\nrun_queue:\n  max_concurrent_runs: {os.cpu_count() or 2}\n"
+
+
+def apply_pools(instance, config: dict) -> dict[str, int]:
+    """Set the instance's pool limits from the config's ``pools:`` (e.g. {llm: 2, web: 4}); others stay as they are.
+
+    The limits live in the instance's storage, so they bind every run of it, whoever launches it (the CLI, a
+    backfill, the UI, a schedule)."""
+    for pool, limit in config.get("pools", {}).items():
+        instance.event_log_storage.set_concurrency_slots(pool, limit)
+    return config.get("pools", {})
+
+
+def project_instance(config: dict):
+    """The instance of ``$DAGSTER_HOME``, else ``<data_dir>/dagster``; ``DAGSTER_HOME`` is set to it, so that run
+    workers and code servers started from here open the same one."""
+    import dagster as dg
+
+    home = Path(os.environ.get("DAGSTER_HOME") or Path(config["data_dir"]) / "dagster")
+    home.mkdir(parents=True, exist_ok=True)
+    settings = home / "dagster.yaml"
+    if not settings.exists():
+        settings.write_text(SETTINGS)
+    os.environ["DAGSTER_HOME"] = str(home)
+    instance = dg.DagsterInstance.get()
+    apply_pools(instance, config)
+    return instance
