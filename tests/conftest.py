@@ -6,6 +6,8 @@ import yaml
 
 from dagster_project.config import PROJECT_ROOT
 
+pytest_plugins = ["tests.skip_guard"]  # CI: an unexpected skip fails the run (VERITAS_STRICT_SKIPS=1)
+
 
 def write_demo_config(folder: Path, **stages) -> str:
     """The demo config (bundled feed and WARC) with its data dir in ``folder``; ``stages`` overrides parameters."""
