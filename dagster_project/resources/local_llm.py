@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_N_CTX = 4096  # the context the embedded server is started with (the evidence budget reads it)
 
 
 def smollm2_gguf_path() -> str:
@@ -48,7 +49,7 @@ class LocalModelServer:
         self,
         model_path: str,
         n_threads: int = 2,
-        n_ctx: int = 4096,
+        n_ctx: int = DEFAULT_N_CTX,
         chat_format: str = "chatml",
         startup_timeout_s: float = 60,
         model_alias: str = "smollm2",
