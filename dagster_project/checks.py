@@ -7,6 +7,7 @@ import polars as pl
 
 from assets.release.release import validate_release
 from assets.claims.scored_claims import bin3
+from dagster_project.config import PipelineResource
 from dagster_project.partitions import to_key, to_label
 from dagster_project.resources.store import StoreResource
 
@@ -70,14 +71,20 @@ def scored_claims_quality(context: dg.AssetCheckExecutionContext, store: StoreRe
     return dg.AssetCheckResult(passed=not problems, metadata={"quarter": quarter, "rows": df.height, "problems": dg.MetadataValue.json(problems)})
 
 
-@dg.asset_check(asset="release", blocking=True, description="The published split passes the VeriTaS-format check.")
-def release_format(context: dg.AssetCheckExecutionContext, store: StoreResource) -> dg.AssetCheckResult:
+@dg.asset_check(asset="release", blocking=True,
+                description="The published split passes the VeriTaS-format check, holds exactly release_size claims "
+                            "when the pool allows it and no more media claims than media_share.")
+def release_format(
+    context: dg.AssetCheckExecutionContext, store: StoreResource, pipeline: PipelineResource
+) -> dg.AssetCheckResult:
     quarter = _quarter(context)
     folder = store.latest_release(quarter)
     if folder is None:
         return dg.AssetCheckResult(passed=False, metadata={"problem": f"no release for {quarter}"})
-    problems = validate_release(folder)
-    return dg.AssetCheckResult(passed=not problems, metadata={"path": str(folder), "problems": dg.MetadataValue.json(problems[:50])})
+    problems = validate_release(folder, pipeline.release_size, pipeline.media_share)
+    return dg.AssetCheckResult(passed=not problems, metadata={
+        "path": str(folder), "release_size": pipeline.release_size, "media_share": pipeline.media_share,
+        "problems": dg.MetadataValue.json(problems[:50])})
 
 
 SCRAPE_SUCCESS_FLOOR = 0.5  # under half the trusted reviews yielding an article means walls, dead links or a broken extractor

@@ -51,10 +51,16 @@ class PipelineResource(dg.ConfigurableResource):
     max_words: int = 70
     max_sentences: int = 2
     near_duplicate_distance: int = 6
+    # stages 5-7: a claim whose claim, title or article holds instruction-like text is "keep" (flagged, recorded in
+    # the release's claims.parquet and manifest) or "drop" (left out before any model call on it)
+    injection_policy: str = "keep"
     # stage 6
     min_ratings: int = 3
     max_rating_spread: float = 1.0
-    evidence_chars: int = 3000
+    # the fact-check article as evidence: whole up to this share of a member's context window (tokens), else its
+    # end and its parts most relevant to the claim; the embedded demo model reads at most evidence_tokens_embedded
+    evidence_context_share: float = 0.5
+    evidence_tokens_embedded: int = 750
     # release
     release_size: int = 1000
     media_share: float = 0.8

@@ -190,6 +190,16 @@ class Integrity(Record):
     label: Literal["intact", "unknown", "compromised"]
 
 
+class EvidenceCut(Record):
+    """What some members' evidence left out of a fact-check article longer than their token budget."""
+
+    members: list[str]
+    budget_tokens: int
+    article_chars: int
+    kept_chars: int
+    left_out: list[list[int]] = []  # [start, end) character spans of the article these members did not see
+
+
 class ScoredClaim(NormalizedClaim):
     """Stage 6: ensemble verdicts per property and the integrity score."""
 
@@ -200,6 +210,7 @@ class ScoredClaim(NormalizedClaim):
     ratings: list[Rating] = []
     variant: Literal["original", "rectified"] = "original"
     variant_of: str = ""  # the original claim's id for a rectified claim; the rectified id for an original
+    evidence_cuts: list[EvidenceCut] = []  # empty: every member read the whole article
 
 
 class ReleaseScore(Record):

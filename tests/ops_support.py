@@ -140,7 +140,7 @@ def write_ops_config(folder: Path, stub: OpenAIStub, store: dict | None = None, 
                      llm_cache: str | None = None) -> str:
     """The demo config with three stub raters (fast, deterministic), optionally another store and executor."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = Path(write_demo_config(folder, max_candidate_media=2, max_media=2, evidence_chars=600))
+    path = Path(write_demo_config(folder, max_candidate_media=2, max_media=2, evidence_tokens_embedded=150))
     cfg = yaml.safe_load(path.read_text())
     cfg["llm"] = {"members": [
         {"name": f"stub-{i}", "model": "openai/stub-model", "api_base": stub.base(f"m{i}"), "api_key_env": "STUB_KEY"}

@@ -122,7 +122,7 @@ def jpeg(color) -> bytes:
 
 
 def members(stub) -> list[EnsembleMember]:
-    common = {"model": "openai/scripted", "api_key_env": "E2E_STUB_KEY"}
+    common = {"model": "openai/scripted", "api_key_env": "E2E_STUB_KEY", "context_window": 8192}
     return [
         EnsembleMember(name="alpha", api_base=stub.base("alpha"), vision=True, max_parallel=2, rpm=10_000, **common),
         EnsembleMember(name="beta", api_base=stub.base("beta"), **common),
@@ -164,7 +164,7 @@ def quarter_run(stub, fast_backoff, tmp_path_factory):
     store.write_table("appearances", QUARTER, to_frame(claims, ClaimAppearances))
     store.write_table("articles", QUARTER, to_frame(articles, Article))
     resources = {
-        "pipeline": PipelineResource(evidence_chars=3000),
+        "pipeline": PipelineResource(),
         "store": store,
         # three claims at a time: the per-member limits, the cache and the ledger are shared across threads
         "llm": LLMResource(members=members(stub), cache_path=str(root / "llm_cache.sqlite"), num_retries=2,

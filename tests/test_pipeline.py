@@ -18,7 +18,7 @@ from tests.conftest import write_demo_config
 def config_file(tmp_path_factory):
     """The demo config in a temp data dir, slimmed so that the real local model answers in about a minute; the
     stage-4 chooser is on, so the embedded model also orders the AFP article's links."""
-    return write_demo_config(tmp_path_factory.mktemp("veritas"), max_candidate_media=2, max_media=2, evidence_chars=600,
+    return write_demo_config(tmp_path_factory.mktemp("veritas"), max_candidate_media=2, max_media=2, evidence_tokens_embedded=150,
                              appearance_chooser="smollm2-t0")
 
 

@@ -45,7 +45,8 @@ def stub():
 
 def resource(stub, tmp_path, modes=("agree", "agree", "agree")) -> LLMResource:
     members = [
-        EnsembleMember(name=f"r{i}-{mode}", model="openai/scripted", api_base=stub.base(mode), api_key_env="STUB_KEY")
+        EnsembleMember(name=f"r{i}-{mode}", model="openai/scripted", api_base=stub.base(mode), api_key_env="STUB_KEY",
+                       context_window=8192)
         for i, mode in enumerate(modes)
     ]
     return LLMResource(members=members, cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
@@ -105,7 +106,7 @@ def test_disagreement_and_missing_ratings_drop_the_claim(stub, tmp_path):
     llm = resource(stub, tmp_path, ("agree", "agree", "contrarian"))
     assert score_claim(claim("Hot steam cures the virus"), "e", llm, PIPELINE, None) == (None, "rater_disagreement")
     llm = resource(stub, tmp_path / "b", ("agree", "agree", "broken"))
-    assert score_claim(claim("Hot steam cures the virus"), "e", llm, PIPELINE, None) == (None, "too_few_ratings")
+    assert score_claim(claim("Hot steam cures the virus"), "e", llm, PIPELINE, None) == (None, "incomplete_ratings:veracity")
     # the broken member was re-asked once, then recorded as a failure
     failures = llm.ledger_summary()
     assert failures["errors"] == 1
@@ -122,3 +123,14 @@ def test_rectification_rescores_to_intact_and_links_both_ways(stub, tmp_path):
     assert first.variant_of == second.claim_id and second.variant_of == first.claim_id
     assert second.text == f"<image:0> {TRUE_TEXT}" and second.media == first.media
     assert second.integrity.label == "intact" and stats.extra["rectified"] == 1
+
+
+def test_the_rewrite_is_checked_by_another_member_than_its_writer(stub, tmp_path):
+    llm = resource(stub, tmp_path, ("agree", "checker", "agree3"))
+    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
+    before = len(stub.requests)
+    out, stats = rectify_all([original], {}, llm, PIPELINE, None)
+    assert stats.extra["rectified"] == 1
+    roles = [(mode, body["messages"][0]["content"].split(".")[0]) for mode, body in stub.requests[before:]]
+    assert ("agree", "You turn a compromised claim into one true, stand-alone, shareable assertion that keeps the claim's media") in roles
+    assert [mode for mode, role in roles if role.startswith("You check a rewritten claim")] == ["checker"]

@@ -215,3 +215,80 @@ def test_visual_near_duplicates_are_removed_by_perceptual_hash(pool, tmp_path):
     first = first.model_copy(update={"variant_of": "v1-r"})
     kept, dropped = remove_near_duplicates([first, variant], 92, phash_max_distance=6)
     assert dropped == 0
+
+
+def _many(prefix: str, n: int, score: float, with_media: int = 0) -> list[ScoredClaim]:
+    """n claims of one label with distinct texts; the first ``with_media`` carry a medium of their own."""
+    out = []
+    for i in range(n):
+        words = " ".join(f"{prefix}{i}w{j}" for j in range(6))  # no two texts share a word: never near-duplicates
+        media = [Medium(medium_id=f"{prefix}{i}", kind="image", path=f"images/{prefix}{i}.jpg", width=640,
+                        height=480)] if i < with_media else []
+        out.append(claim(f"{prefix}{i}-o", score, ("<image:0> " if media else "") + words, media))
+    return out
+
+
+def test_release_is_exactly_its_size_when_the_pool_allows_it():
+    # 60 balanced pairs and 13 Unknown of 133 originals: scaling the Unknown share down to 100 claims used to give
+    # int(9.77) = 9 Unknown and (100 - 9) // 2 = 45 pairs, 99 claims
+    pool = _many("c", 60, -1.0) + _many("i", 60, 1.0) + _many("u", 13, 0.0)
+    chosen, report = select_release(pool, size=100, media_share=0.8, similarity=92)
+    labels = [c.integrity.label for c in chosen]
+    assert len(chosen) == 100 == report["feasible_size"]
+    assert labels.count("intact") == labels.count("compromised") == 45 and labels.count("unknown") == 10
+    # an odd size with Unknown claims to spare is reached too; a pool too small gives what it has
+    assert len(select_release(pool, size=77, media_share=0.8, similarity=92)[0]) == 77
+    small, report = select_release(pool[:10] + pool[60:70], size=100, media_share=0.8, similarity=92)
+    assert len(small) == 20 == report["feasible_size"]
+
+
+def test_media_share_is_a_hard_limit():
+    # Compromised: 8 with media, 2 text; Intact: 10 with media, none text. Rounding up per bin and topping the
+    # Intact bin up with media gave 18 media claims of 20 (90 %)
+    pool = _many("c", 10, -1.0, with_media=8) + _many("i", 10, 1.0, with_media=10)
+    chosen, report = select_release(pool, size=1000, media_share=0.8, similarity=92)
+    with_media = sum(bool(c.media) for c in chosen)
+    # the largest balanced release within 80 %: 5 pairs, 3 + 5 media claims of 10
+    assert (len(chosen), with_media) == (10, 8) and report["media_claims"] == 8 and report["feasible_size"] == 10
+    labels = [c.integrity.label for c in chosen]
+    assert labels.count("intact") == labels.count("compromised") == 5
+    # with text to spare the media are preferred up to the limit, never past it
+    pool = _many("c", 10, -1.0, with_media=10) + _many("t", 10, -1.0) + _many("i", 20, 1.0, with_media=20)
+    chosen, _ = select_release(pool, size=20, media_share=0.8, similarity=92)
+    assert len(chosen) == 20 and sum(bool(c.media) for c in chosen) == 16
+
+
+def test_format_check_enforces_the_media_share_and_the_exact_size(pool, tmp_path):
+    claims, store = pool
+    chosen, report = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    release_claims, files = to_release_claims(chosen)
+    folder = tmp_path / "release"
+    folder.mkdir()
+    write_release(folder, "2020Q2", release_claims, files, store, {"version": "test", "selection": report})
+    assert validate_release(folder) == [] and validate_release(folder, 1000, 0.8) == []
+    with_media = sum(bool(c.media) for c in release_claims)
+    assert with_media == 3 and len(release_claims) == 8
+    # 3 media claims of 8 break a 30 % share (at most 2)
+    assert validate_release(folder, media_share=0.3) == ["3 of 8 claims have media: over the media share 0.3"]
+    # a claim lost on the way: 7 where the pool allowed 8
+    data = json.loads((folder / "claims.json").read_text())
+    (folder / "claims.json").write_text(json.dumps({"claims": data["claims"][:-1]}))
+    problems = validate_release(folder)
+    assert "7 claims, not the 8 the release size 1000 and the pool allow" in problems
+
+
+def test_injection_flags_go_into_the_parquet_and_the_manifest(pool, tmp_path):
+    import polars as pl
+
+    claims, store = pool
+    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    chosen[1] = chosen[1].model_copy(update={"injection_flags": ["ignore your instructions"]})
+    release_claims, files = to_release_claims(chosen)
+    folder = tmp_path / "release"
+    folder.mkdir()
+    manifest = write_release(folder, "2020Q2", release_claims, files, store, {"version": "test"},
+                             [c.injection_flags for c in chosen])
+    table = pl.read_parquet(folder / "claims.parquet")
+    assert table["injection_flags"].to_list() == [["ignore your instructions"] if i == 1 else [] for i in range(8)]
+    assert manifest["injection_flags"] == {"2": ["ignore your instructions"]}
+    assert "injection_flags" not in json.loads((folder / "claims.json").read_text())["claims"][1]  # VeriTaS format

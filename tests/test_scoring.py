@@ -114,10 +114,24 @@ def test_integrity_is_the_lowest_with_tie_order():
     assert integrity_of([], None, None) is None
 
 
+def test_ties_in_the_minimum_use_the_bins_epsilon():
+    # two ensemble means of 4/9 reached by different float paths differ in the last bit
+    low = aggregate([rating(m, "veracity", *LEVEL[s][:2]) for m, s in zip("abc", (1 / 3, 1 / 3, 2 / 3))], "veracity")
+    high = aggregate([rating(m, "context_coverage", *LEVEL[s][:2]) for m, s in zip("abc", (1.0, 1.0, -2 / 3))],
+                     "context_coverage")
+    assert low.score < high.score and high.score - low.score < 1e-15
+    integrity, decisive = integrity_of([], low, high)
+    assert (integrity.decisive_property, decisive.property) == ("context_coverage", "context_coverage")
+    assert integrity.score == pytest.approx(4 / 9)
+    media = [verdict("contextualization", high.score, index=0)]
+    assert integrity_of(media, verdict("veracity", high.score), None)[0].decisive_property == "veracity"
+    # a real difference is no tie
+    assert integrity_of([], verdict("veracity", 0.44), high)[0].decisive_property == "veracity"
+
+
 def test_agreement_rules_apply_to_the_decisive_property():
-    assert agreement_failure(verdict("veracity", -1.0, n=2), 3, 1.0) == "too_few_ratings"
-    assert agreement_failure(verdict("veracity", -0.3, n=3, spread=1.3333), 3, 1.0) == "rater_disagreement"
-    assert agreement_failure(verdict("veracity", -0.3, n=3, spread=1.0), 3, 1.0) == ""
+    assert agreement_failure(verdict("veracity", -0.3, n=3, spread=1.3333), 1.0) == "rater_disagreement"
+    assert agreement_failure(verdict("veracity", -0.3, n=3, spread=1.0), 1.0) == ""
 
 
 def test_unknown_category_forces_zero_and_unknown_certainty():
@@ -278,7 +292,7 @@ def test_disagreement_filter_applies_to_the_decisive_property_only(monkeypatch):
 
 def test_fewer_than_three_ratings_drop_the_claim(monkeypatch):
     # member c fails (malformed/refused): two ratings of the decisive property are not enough
-    assert run_scripted(monkeypatch, claim_script("veracity", (-1.0, -1.0, None)))[:2] == (None, "too_few_ratings")
+    assert run_scripted(monkeypatch, claim_script("veracity", (-1.0, -1.0, None)))[:2] == (None, "incomplete_ratings:veracity")
     # four members, one fails: three ratings remain and the claim stays
     script = {**claim_script("veracity", (-1.0, -1.0, None)), ("d", "veracity", -1): -2 / 3}
     scored, reason, _ = run_scripted(monkeypatch, script, members=(A, B, C, "d"))
@@ -308,3 +322,37 @@ def test_bin_edges_reached_by_ensemble_means(scores, bin3_label, bin7_index):
     v = aggregate(ratings, "veracity")
     assert v.score == pytest.approx(sum(scores) / len(scores))
     assert (bin3(v.score), bin7(v.score)) == (bin3_label, bin7_index)
+
+
+def test_a_required_property_without_enough_ratings_drops_the_claim(monkeypatch):
+    # veracity 1 > 0 asks for coverage; every coverage call fails: integrity may not come from veracity alone
+    script = claim_script("veracity", (1.0, 1.0, 1.0))
+    scored, reason, asked = run_scripted(monkeypatch, script)
+    assert (scored, reason) == (None, "incomplete_ratings:context_coverage")
+    assert asked == [("veracity", -1)] * 3 + [("context_coverage", -1)] * 3
+    # two of three coverage ratings are still too few
+    script.update({(A, "context_coverage", -1): 1.0, (B, "context_coverage", -1): 1.0})
+    assert run_scripted(monkeypatch, script)[:2] == (None, "incomplete_ratings:context_coverage")
+    # with the third the claim stands
+    script[(C, "context_coverage", -1)] = 2 / 3
+    scored, reason, _ = run_scripted(monkeypatch, script)
+    assert reason == "" and scored.integrity.decisive_property == "context_coverage"
+
+
+def test_every_rating_of_one_medium_failing_drops_the_claim_before_veracity(monkeypatch):
+    # medium 0 is rated, medium 1 gets no valid answer at all: its contextualization could be the lowest
+    script = {**media_script(0, (1.0, 1.0, 1.0), (1.0, 1.0, 1.0)), **claim_script("veracity", (1.0, 1.0, 1.0)),
+              **claim_script("context_coverage", (1.0, 1.0, 1.0))}
+    scored, reason, asked = run_scripted(monkeypatch, script, n_media=2)
+    assert (scored, reason) == (None, "incomplete_ratings:contextualization")
+    assert asked == [("media", 0)] * 3 + [("media", 1)] * 3  # nothing more is paid for once the claim is lost
+    # a medium out of context decides the claim: veracity is not required, so its absence drops nothing
+    script = {**media_script(0, (1.0, 1.0, 1.0), (-1.0, -1.0, -1.0))}
+    scored, reason, asked = run_scripted(monkeypatch, script, n_media=1)
+    assert reason == "" and scored.integrity.decisive_property == "contextualization" and asked == [("media", 0)] * 3
+
+
+def test_incomplete_veracity_stops_before_coverage(monkeypatch):
+    # two valid veracity ratings leaning true: coverage is never asked, the claim is dropped for veracity
+    scored, reason, asked = run_scripted(monkeypatch, claim_script("veracity", (1.0, 2 / 3, None)))
+    assert (scored, reason) == (None, "incomplete_ratings:veracity") and asked == [("veracity", -1)] * 3

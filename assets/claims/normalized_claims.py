@@ -1,7 +1,6 @@
 """Stage 5: keep the media that are part of the claim and rewrite the claim as the bare assertion."""
 
 import re
-from functools import cache
 
 from assets.common import (
     StageYield,
@@ -9,7 +8,8 @@ from assets.common import (
     map_records,
     stable_id,
 )
-from assets.ensemble import ask, injection_flags, llm_claim_asset, prefetch
+from assets.claims.media_text import ocr_engine, read_text
+from assets.ensemble import ask, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from assets.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
@@ -22,18 +22,77 @@ MEDIA_REF = re.compile(r"<(image|video):(\d+)>")
 MIN_SIDE = 120  # smaller images are icons, avatars or badges
 
 
-@cache
-def _verdict_pattern(language: str) -> re.Pattern:
-    words = label_scheme()["verdict_words"]
-    chosen = set(words.get("en", [])) | set(words.get(language, []))
-    # Arabic and other scripts without \b-friendly boundaries still match as substrings of words.
-    return re.compile(r"(?<!\w)(" + "|".join(re.escape(w) for w in sorted(chosen, key=len, reverse=True)) + r")(?!\w)", re.IGNORECASE)
+# Scripts written without spaces between words: a verdict phrase in them matches anywhere, not as a whole word.
+_UNSPACED = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_PHRASE_END = re.compile(r"\s[-\u2013\u2014|]\s|[:.!?;(\[\u3002\uff01\uff1f\uff1a]")
+MAX_PHRASE_WORDS = 5  # a rating or title head longer than this is an explanation, not a verdict phrase
 
 
-def verdict_leak(text: str, language: str) -> str:
-    """The first verdict word in the text, or ''."""
-    match = _verdict_pattern(language or "en").search(text)
-    return match.group(1) if match else ""
+def verdict_phrase(text: str, whole: bool = True) -> str:
+    """The verdict phrase of a textual rating ("Missing context. The photo..." -> "missing context") or, with
+    ``whole`` off, of a fact-check title, where only a head before ':' or ' - ' counts ("FALSE: ..." -> "false")."""
+    text = " ".join(text.split())
+    cut = _PHRASE_END.search(text)
+    if cut is None and not whole:
+        return ""
+    head = (text[:cut.start()] if cut else text).strip(" \"'\u201c\u201d\u00ab\u00bb*#").casefold()
+    if not re.search(r"[^\W\d_]", head) or len(head.split()) > MAX_PHRASE_WORDS:
+        return ""  # no letters (a score such as "4/5"), or a sentence
+    return head
+
+
+def _phrase_pattern(phrases: set[str]) -> re.Pattern | None:
+    if not phrases:
+        return None
+    alternatives = [re.escape(w) if _UNSPACED.search(w) else rf"(?<!\w){re.escape(w)}(?!\w)"
+                    for w in sorted(phrases, key=len, reverse=True)]
+    return re.compile("(" + "|".join(alternatives) + ")", re.IGNORECASE)
+
+
+class LeakVocabulary:
+    """Words that leak a verdict, per language: the label scheme's lists (English for every language) merged with
+    the textual ratings (ClaimReview alternateName) that the quarter's reviews use in that language."""
+
+    def __init__(self, ratings: dict[str, set[str]] | None = None):
+        self.ratings = {lang: set(words) for lang, words in (ratings or {}).items()}
+        self._patterns: dict[str, re.Pattern | None] = {}
+
+    @classmethod
+    def from_reviews(cls, reviews) -> "LeakVocabulary":
+        """From records with ``rating_text`` and ``language`` (reviews, claims)."""
+        ratings: dict[str, set[str]] = {}
+        for r in reviews:
+            if phrase := verdict_phrase(r.rating_text or ""):
+                ratings.setdefault(r.language or "", set()).add(phrase)
+        return cls(ratings)
+
+    def words(self, language: str) -> set[str]:
+        scheme = label_scheme()["verdict_words"]
+        return {w.casefold() for w in [*scheme.get("en", []), *scheme.get(language, [])]} | self.ratings.get(language, set())
+
+    def find(self, text: str, language: str, own: tuple[str, ...] = ()) -> str:
+        """The first verdict word or phrase in ``text``: the language's vocabulary, then ``own`` (the claim's own
+        rating and its fact-check title's verdict phrase), or ''."""
+        if language not in self._patterns:
+            self._patterns[language] = _phrase_pattern(self.words(language))
+        for pattern in (self._patterns[language], _phrase_pattern({w for w in own if w})):
+            if pattern is not None and (match := pattern.search(text)):
+                return match.group(1)
+        return ""
+
+
+SCHEME_ONLY = LeakVocabulary()
+
+
+def verdict_leak(text: str, language: str, leaks: LeakVocabulary | None = None, rating_text: str = "",
+                 title: str = "", original: str = "") -> str:
+    """The first verdict word in the text, or ''. Besides the vocabulary, the claim's own rating and the head of
+    its fact-check title ("Old photo: ...") count; a head that the claim as reviewed (``original``) also says is
+    its topic ("COVID-19: ..."), not a verdict."""
+    head = verdict_phrase(title, whole=False)
+    if head and head in original.casefold():
+        head = ""
+    return (leaks or SCHEME_ONLY).find(text, language or "en", (verdict_phrase(rating_text), head))
 
 
 def count_sentences(text: str) -> int:
@@ -44,15 +103,18 @@ def count_words(text: str) -> int:
     return len(MEDIA_REF.sub("", text).split())
 
 
-def check_claim_text(text: str, media: list[Medium], language: str, pipeline: PipelineResource) -> str:
-    """Validation of a normalized claim; returns the failure reason or ''."""
+def check_claim_text(text: str, media: list[Medium], language: str, pipeline: PipelineResource,
+                     leaks: LeakVocabulary | None = None, rating_text: str = "", title: str = "",
+                     original: str = "") -> str:
+    """Validation of a normalized claim; returns the failure reason or ''. Verdict words come from ``leaks``
+    (the label scheme's alone when None), the claim's own ``rating_text`` and its fact-check ``title``."""
     if not text.strip():
         return "empty"
     if count_words(text) > pipeline.max_words:
         return "too_many_words"
     if count_sentences(text) > pipeline.max_sentences:
         return "too_many_sentences"
-    leak = verdict_leak(text, language)
+    leak = verdict_leak(MEDIA_REF.sub(" ", text), language, leaks, rating_text, title, original)
     if leak:
         return "verdict_leak"
     for kind, index in MEDIA_REF.findall(text):
@@ -92,11 +154,18 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
     return unique[: pipeline.max_media], dropped
 
 
-def normalize_claim(
-    claim: ClaimAppearances, article: Article | None, llm: LLMResource, pipeline: PipelineResource, store: MediaStore
-) -> tuple[NormalizedClaim | None, str]:
-    """The normalized claim and '', or the claim kept in the fact-checker's wording and why the model's text was not
-    used (``model_error:<kind>``, ``model_text:<check>``), or None and the drop reason."""
+def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_text: str) -> str:
+    """The verdict word printed on an image or on any frame of a video (a fact-checker's "FALSE" stamp), or ''.
+    Only the label scheme's words and the claim's own rating count: a meme's own text is not a verdict."""
+    for path in [medium.path] if medium.kind == "image" else medium.frame_paths:
+        if word := verdict_leak(read_text(store.read(path)), language, rating_text=rating_text):
+            return word
+    return ""
+
+
+def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore) -> dict[str, str]:
+    """medium id -> why it goes: the model's reason, ``filter_failed`` when its answer failed (never kept on a
+    failure), or ``verdict_text`` when the OCR reads a verdict word on a medium the model kept."""
     member = llm.member_names()[0]
     verdicts: dict[str, str] = {}
     for m in claim.media:
@@ -104,36 +173,61 @@ def normalize_claim(
             llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
             claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin, source=m.source_url,
         )
-        if answer.parsed and answer.parsed["keep"] == "no":
+        if answer.parsed is None:
+            verdicts[m.medium_id] = "filter_failed"
+        elif answer.parsed["keep"] == "no":
             verdicts[m.medium_id] = answer.parsed["reason"]
-    media, dropped = select_media(claim, verdicts, pipeline)
+        elif not (m.kind == "image" and min(m.width, m.height) < MIN_SIDE):
+            try:
+                if media_verdict_text(m, store, language, claim.rating_text):
+                    verdicts[m.medium_id] = "verdict_text"
+            except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
+                verdicts[m.medium_id] = f"ocr_failed:{type(err).__name__}"
+    return verdicts
+
+
+def normalize_claim(
+    claim: ClaimAppearances, article: Article | None, llm: LLMResource, pipeline: PipelineResource, store: MediaStore,
+    leaks: LeakVocabulary | None = None,
+) -> tuple[NormalizedClaim | None, str, list[str]]:
+    """The normalized claim and '', or the claim kept in the fact-checker's wording and why the model's text was not
+    used (``model_error:<kind>``, ``model_text:<check>``), or None and the drop reason; and the media dropped on the
+    way ("<id>:<reason>")."""
+    flags = injection_flags(claim.claim_text, claim.title, article.text if article else "")
+    if flags and drops_flagged(pipeline):
+        return None, "injection_flagged", []
+    member = llm.member_names()[0]
     language = claim.language or (article.language if article else "")
+    media, dropped = select_media(claim, filter_media(claim, language, llm, store), pipeline)
+    title = claim.title or (article.title if article else "")
     answer = ask(
         llm, member, "normalize_claim", ClaimTextAnswer, stage=STAGE, media=media, media_store=store,
-        claim=claim.claim_text, title=claim.title or (article.title if article else ""), language=language,
-        claim_date=str(claim.claim_date or ""),
+        claim=claim.claim_text, title=title, language=language, claim_date=str(claim.claim_date or ""),
         max_words=pipeline.max_words, max_sentences=pipeline.max_sentences,
     )
+
+    def problem(text: str) -> str:
+        return check_claim_text(text, media, language, pipeline, leaks, claim.rating_text, title, claim.claim_text)
+
     text, source, fallback = "", "llm", ""
     if answer.parsed:
         text = with_media_refs(answer.parsed["claim"], media)
-        rejected = check_claim_text(text, media, language, pipeline)
+        rejected = problem(text)
         fallback = f"model_text:{rejected}" if rejected else ""
     else:
         fallback = f"model_error:{(answer.error or 'none').split(':')[0]}"
     if fallback:
         # The fact-checker's own claimReviewed is usually already the bare assertion: use it when it passes.
         text, source = with_media_refs(claim.claim_text, media), "original"
-        reason = check_claim_text(text, media, language, pipeline)
+        reason = problem(text)
         if reason:
-            return None, reason
+            return None, reason, dropped
     return NormalizedClaim(
         claim_id=stable_id(claim.review_id, "original"), review_id=claim.review_id, quarter=claim.quarter, text=text,
         original_text=claim.claim_text, normalization=source, language=language, claim_date=claim.claim_date,
         review_url=claim.review_url, publisher_id=claim.publisher_id, rating_text=claim.rating_text, media=media,
-        dropped_media=dropped,
-        injection_flags=injection_flags(claim.claim_text, claim.title, article.text if article else ""),
-    ), fallback
+        dropped_media=dropped, injection_flags=flags,
+    ), fallback, dropped
 
 
 def normalize_all(
@@ -141,11 +235,18 @@ def normalize_all(
     media_store: MediaStore, log=None,
 ) -> tuple[list[NormalizedClaim], StageYield]:
     stats = StageYield(len(claims))
-    work = prefetch(claims, lambda c: normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store),
+    drops_flagged(pipeline)  # an unknown injection policy stops the stage before any call
+    if any(c.media for c in claims):
+        ocr_engine()  # loaded once up front: a missing OCR stops the stage here, not claim by claim
+    leaks = LeakVocabulary.from_reviews(claims)  # the quarter's own verdict words, per language
+    stats.extra["leak_vocabulary/ratings"] = sum(len(w) for w in leaks.ratings.values())
+    work = prefetch(claims, lambda c: normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store, leaks),
                     llm.parallel_claims)
 
     def one(claim: ClaimAppearances):
-        normalized, reason = work(claim)
+        normalized, reason, dropped = work(claim)
+        for entry in dropped:
+            count(stats, f"media_dropped/{entry.split(':', 2)[1]}")
         if normalized is None:
             return None, reason
         count(stats, f"normalization/{normalized.normalization}")

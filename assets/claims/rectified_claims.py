@@ -7,14 +7,14 @@ from assets.common import (
     map_records,
     stable_id,
 )
-from assets.ensemble import ask, llm_claim_asset, prefetch
+from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evidence, prefetch
 from assets.media import MediaStore
-from assets.claims.normalized_claims import check_claim_text, with_media_refs
-from assets.claims.scored_claims import evidence_for, score_claim
+from assets.claims.normalized_claims import LeakVocabulary, check_claim_text, with_media_refs
+from assets.claims.scored_claims import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
-from schemas.records import Article, NormalizedClaim, PropertyVerdict, ScoredClaim
+from schemas.records import Article, EvidenceCut, NormalizedClaim, PropertyVerdict, ScoredClaim
 
 STAGE = "rectified_claims"
 
@@ -26,34 +26,45 @@ def decisive_verdict(claim: ScoredClaim) -> PropertyVerdict | None:
     return getattr(claim, claim.integrity.decisive_property)
 
 
+def checker_for(llm: LLMResource, writer: str) -> str:
+    """Who judges a rewrite: a member on another model than the writer's, else another member, else the writer."""
+    names = llm.member_names()
+    model = llm.member(writer).model
+    return next((n for n in names if llm.member(n).model != model), next((n for n in names if n != writer), writer))
+
+
 def rectify(
-    claim: ScoredClaim, evidence: str, llm: LLMResource, pipeline: PipelineResource, media_store: MediaStore
+    claim: ScoredClaim, evidence: dict[str, str], llm: LLMResource, pipeline: PipelineResource,
+    media_store: MediaStore, evidence_cuts: list[EvidenceCut] = (), leaks: LeakVocabulary | None = None,
 ) -> tuple[ScoredClaim | None, str]:
-    """Rewrite, check consistency and shareability, re-score; only an Intact result is kept."""
+    """Rewrite, have another member check consistency and shareability, re-score; only an Intact result is kept."""
     member = llm.member_names()[0]
+    checker = checker_for(llm, member)
     verdict = decisive_verdict(claim)
     common = {
         "stage": STAGE, "media": claim.media, "media_store": media_store, "language": claim.language,
-        "claim_date": str(claim.claim_date or ""), "evidence": evidence,
+        "claim_date": str(claim.claim_date or ""),
     }
     answer = ask(
-        llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text,
+        llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text, evidence=evidence.get(member, ""),
         decisive_property=claim.integrity.decisive_property, justification=verdict.justification if verdict else "",
         max_words=pipeline.max_words, max_sentences=pipeline.max_sentences, **common,
     )
     if answer.parsed is None:
         return None, "rewrite_failed"
     text = with_media_refs(answer.parsed["claim"], claim.media)
-    if check_claim_text(text, claim.media, claim.language, pipeline):
+    if check_claim_text(text, claim.media, claim.language, pipeline, leaks, claim.rating_text):
         return None, "rewrite_invalid"
-    check = ask(llm, member, "check_rectified", RectifiedCheckAnswer, original=claim.text, claim=text, **common)
+    check = ask(llm, checker, "check_rectified", RectifiedCheckAnswer, original=claim.text, claim=text,
+                evidence=evidence.get(checker, ""), **common)
     if check.parsed is None or check.parsed["consistent"] != "yes":
         return None, "inconsistent"
     if check.parsed["shareable"] != "yes":
         return None, "not_shareable"
     rectified_id = stable_id(claim.review_id, "rectified")
     candidate = NormalizedClaim(**{**claim.model_dump(), "claim_id": rectified_id, "text": text, "normalization": "llm"})
-    scored, reason = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id, STAGE)
+    scored, reason = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id, STAGE,
+                                 evidence_cuts)
     if scored is None:
         return None, f"rescore_{reason}"
     if scored.integrity.label != "intact":
@@ -68,11 +79,13 @@ def rectify_all(
     """Every scored claim passes through; Compromised ones gain a linked rectified variant when one holds up."""
     stats = StageYield(len(claims))
     stats.extra["compromised"] = sum(c.integrity.label == "compromised" for c in claims)
+    budgets = evidence_budgets(llm, pipeline)
+    leaks = LeakVocabulary.from_reviews(claims)
 
     def attempt(claim: ScoredClaim):
-        evidence = evidence_for(articles, claim.review_id, pipeline.evidence_chars)
+        evidence, cuts = member_evidence(articles.get(claim.review_id), claim.text, budgets)
         try:
-            return rectify(claim, evidence, llm, pipeline, media_store)
+            return rectify(claim, evidence, llm, pipeline, media_store, cuts, leaks)
         except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
             return None, f"error:{type(err).__name__}"
 

@@ -12,14 +12,25 @@ from assets.common import (
     count,
     map_records,
 )
-from assets.ensemble import ask, injection_flags, llm_claim_asset, prefetch
+from assets.ensemble import (
+    ask,
+    drops_flagged,
+    evidence_budgets,
+    injection_flags,
+    llm_claim_asset,
+    member_evidence,
+    prefetch,
+)
 from assets.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from prompts import label_scheme
 from schemas.answers import MediaRatingAnswer, PropertyAnswer
 from schemas.records import (
+    CLAIM_PROPERTIES,
+    MEDIA_PROPERTIES,
     Article,
+    EvidenceCut,
     Integrity,
     NormalizedClaim,
     PropertyVerdict,
@@ -114,7 +125,8 @@ def aggregate(ratings: list[Rating], prop: str, medium_index: int = -1) -> Prope
 
 
 def integrity_of(media_verdicts: list[PropertyVerdict], veracity, coverage) -> tuple[Integrity, PropertyVerdict] | None:
-    """The lowest of context coverage, veracity and the worst media contextualization; ties go in decisive order."""
+    """The lowest of context coverage, veracity and the worst media contextualization; scores within the bins'
+    EPS of the lowest tie, and ties go in decisive order."""
     contextualization = [v for v in media_verdicts if v.property == "contextualization"]
     candidates = {
         "context_coverage": coverage,
@@ -122,30 +134,61 @@ def integrity_of(media_verdicts: list[PropertyVerdict], veracity, coverage) -> t
         "contextualization": min(contextualization, key=lambda v: v.score) if contextualization else None,
     }
     order = label_scheme()["decisive_order"]
-    present = [(v.score, order.index(name), name, v) for name, v in candidates.items() if v is not None]
+    present = [(order.index(name), name, v) for name, v in candidates.items() if v is not None]
     if not present:
         return None
-    score, _, name, verdict = min(present)
-    return Integrity(score=round(score, 6), decisive_property=name, label=bin3(score)), verdict
+    lowest = min(v.score for _, _, v in present)
+    _, name, verdict = min(p for p in present if p[2].score <= lowest + EPS)
+    return Integrity(score=round(lowest, 6), decisive_property=name, label=bin3(lowest)), verdict
 
 
-def agreement_failure(verdict: PropertyVerdict, min_ratings: int, max_spread: float) -> str:
-    if verdict.n_ratings < min_ratings:
-        return "too_few_ratings"
-    if verdict.spread > max_spread + 1e-9:
-        return "rater_disagreement"
+def stops_at_media(worst_contextualization: PropertyVerdict | None) -> bool:
+    """A medium out of context (Compromised bin) decides the claim: veracity and coverage are not asked."""
+    return worst_contextualization is not None and bin3(worst_contextualization.score) == "compromised"
+
+
+def asks_coverage(veracity: PropertyVerdict | None) -> bool:
+    """Context coverage is only a question for a claim whose assertions lean true."""
+    return veracity is not None and veracity.score > 0
+
+
+def incomplete_property(n_media: int, verdicts: dict, min_ratings: int) -> str:
+    """The first property the order of assessment required that has fewer than ``min_ratings`` valid ratings
+    (every medium's two, then veracity unless a medium is out of context, then coverage if veracity leans true)."""
+    media = {(v.property, v.medium_index): v for v in verdicts["media_verdicts"]}
+    for i in range(n_media):
+        for prop in ("contextualization", "authenticity"):
+            if (v := media.get((prop, i))) is None or v.n_ratings < min_ratings:
+                return prop
+    worst = min((v for v in verdicts["media_verdicts"] if v.property == "contextualization"),
+                key=lambda v: v.score, default=None)
+    if stops_at_media(worst):
+        return ""
+    for prop in CLAIM_PROPERTIES:
+        if prop == "context_coverage" and not asks_coverage(verdicts["veracity"]):
+            return ""
+        if (v := verdicts[prop]) is None or v.n_ratings < min_ratings:
+            return prop
     return ""
 
 
+def agreement_failure(verdict: PropertyVerdict, max_spread: float) -> str:
+    """Raters of the decisive property that disagree by more than ``max_spread`` drop the claim."""
+    return "rater_disagreement" if verdict.spread > max_spread + EPS else ""
+
+
 def rate(
-    claim: NormalizedClaim, evidence: str, llm: LLMResource, members: list[str], media_store: MediaStore | None,
-    stage: str = STAGE,
+    claim: NormalizedClaim, evidence: str | dict[str, str], llm: LLMResource, members: list[str],
+    media_store: MediaStore | None, stage: str = STAGE, min_ratings: int = 0,
 ) -> tuple[list[Rating], int]:
-    """All ratings in the spec's order: media first, veracity unless a medium is out of context, then coverage."""
-    base = {
-        "claim": claim.text, "language": claim.language, "claim_date": str(claim.claim_date or ""), "evidence": evidence,
-    }
+    """All ratings in the spec's order: media first, veracity unless a medium is out of context, then coverage.
+    ``evidence`` is one text for all or each member's own; questions stop once a property the order requires has
+    fewer than ``min_ratings`` valid ratings (the claim is dropped then, so later answers would be paid for nothing)."""
+    base = {"claim": claim.text, "language": claim.language, "claim_date": str(claim.claim_date or "")}
     ratings, failures = [], 0
+
+    def evidence_of(member: str) -> str:
+        return evidence if isinstance(evidence, str) else evidence.get(member, "")
 
     def collect(answer, build):
         nonlocal failures
@@ -154,38 +197,43 @@ def rate(
         else:
             ratings.extend(build(answer))
 
+    def short(prop: str, medium_index: int = -1) -> bool:
+        return sum(r.property == prop and r.medium_index == medium_index for r in ratings) < min_ratings
+
     for i, medium in enumerate(claim.media):
         for member in members:
             answer = ask(
                 llm, member, "rate_media", MediaRatingAnswer, stage=stage, media=claim.media, media_store=media_store,
-                medium_kind=medium.kind, medium_index=i, **base,
+                medium_kind=medium.kind, medium_index=i, evidence=evidence_of(member), **base,
             )
             collect(answer, lambda a, i=i, member=member: [
-                to_rating(member, p, a.parsed[p], i, a.raw) for p in ("authenticity", "contextualization")
+                to_rating(member, p, a.parsed[p], i, a.raw) for p in MEDIA_PROPERTIES
             ])
+        if short("contextualization", i):
+            return ratings, failures
     worst = min(
         (aggregate(ratings, "contextualization", i) for i in range(len(claim.media))),
         key=lambda v: v.score if v else 2, default=None,
     )
-    if worst is not None and bin3(worst.score) == "compromised":
+    if stops_at_media(worst):
         return ratings, failures
-    for prop in ("veracity", "context_coverage"):
-        if prop == "context_coverage":
-            veracity = aggregate(ratings, "veracity")
-            if veracity is None or veracity.score <= 0:
-                break
+    for prop in CLAIM_PROPERTIES:
+        if prop == "context_coverage" and not asks_coverage(aggregate(ratings, "veracity")):
+            break
         for member in members:
             answer = ask(
                 llm, member, "rate_claim", PropertyAnswer, stage=stage, media=claim.media, media_store=media_store,
-                property=prop, **base,
+                property=prop, evidence=evidence_of(member), **base,
             )
             collect(answer, lambda a, member=member, prop=prop: [to_rating(member, prop, a.parsed, -1, a.raw)])
+        if short(prop):
+            break
     return ratings, failures
 
 
 def verdicts_from(claim: NormalizedClaim, ratings: list[Rating]) -> dict:
     media_verdicts = [
-        v for i in range(len(claim.media)) for p in ("authenticity", "contextualization")
+        v for i in range(len(claim.media)) for p in MEDIA_PROPERTIES
         if (v := aggregate(ratings, p, i)) is not None
     ]
     return {
@@ -195,30 +243,32 @@ def verdicts_from(claim: NormalizedClaim, ratings: list[Rating]) -> dict:
     }
 
 
-def evidence_for(articles: dict[str, Article], review_id: str, chars: int) -> str:
-    """The fact-check article, truncated, is the raters' evidence."""
-    article = articles.get(review_id)
-    return article.text[:chars] if article else ""
-
-
 def score_claim(
-    claim: NormalizedClaim, evidence: str, llm: LLMResource, pipeline: PipelineResource,
+    claim: NormalizedClaim, evidence: str | dict[str, str], llm: LLMResource, pipeline: PipelineResource,
     media_store: MediaStore | None, variant: str = "original", variant_of: str = "", stage: str = STAGE,
+    evidence_cuts: list[EvidenceCut] = (),
 ) -> tuple[ScoredClaim | None, str]:
-    flags = sorted(set(claim.injection_flags) | set(injection_flags(claim.text, evidence)))
+    """Rate the claim with ``evidence`` (one text, or each member's own) and decide its integrity, or say why not."""
+    texts = [evidence] if isinstance(evidence, str) else list(evidence.values())
+    flags = sorted(set(claim.injection_flags) | set(injection_flags(claim.text, *texts)))
     if flags != claim.injection_flags:  # the evidence speaks to the raters: recorded on the claim, never obeyed
         claim = claim.model_copy(update={"injection_flags": flags})
-    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage)
-    verdicts = verdicts_from(claim, ratings)
-    decided = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
-    if decided is None:
+    if flags and drops_flagged(pipeline):
+        return None, "injection_flagged"
+    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage, pipeline.min_ratings)
+    if not ratings:
         return None, "no_ratings" if failures else "nothing_to_rate"
-    integrity, decisive = decided
-    reason = agreement_failure(decisive, pipeline.min_ratings, pipeline.max_rating_spread)
+    verdicts = verdicts_from(claim, ratings)
+    missing = incomplete_property(len(claim.media), verdicts, pipeline.min_ratings)
+    if missing:
+        return None, f"incomplete_ratings:{missing}"
+    integrity, decisive = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
+    reason = agreement_failure(decisive, pipeline.max_rating_spread)
     if reason:
         return None, reason
     return ScoredClaim(
-        **claim.model_dump(), **verdicts, integrity=integrity, ratings=ratings, variant=variant, variant_of=variant_of
+        **claim.model_dump(), **verdicts, integrity=integrity, ratings=ratings, variant=variant, variant_of=variant_of,
+        evidence_cuts=list(evidence_cuts),
     ), ""
 
 
@@ -227,11 +277,13 @@ def score_all(
     media_store: MediaStore, log=None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     stats = StageYield(len(claims))
-    work = prefetch(
-        claims,
-        lambda c: score_claim(c, evidence_for(articles, c.review_id, pipeline.evidence_chars), llm, pipeline, media_store),
-        llm.parallel_claims,
-    )
+    budgets = evidence_budgets(llm, pipeline)  # before any call: a member without a known context window stops here
+
+    def score(claim: NormalizedClaim):
+        evidence, cuts = member_evidence(articles.get(claim.review_id), claim.text, budgets)
+        return score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts)
+
+    work = prefetch(claims, score, llm.parallel_claims)
 
     def one(claim: NormalizedClaim):
         scored, reason = work(claim)
@@ -239,6 +291,8 @@ def score_all(
             count(stats, f"label/{scored.integrity.label}")
             if scored.injection_flags:
                 count(stats, "injection/flagged")
+            if scored.evidence_cuts:
+                count(stats, "evidence/cut")
         return scored, reason
 
     out = map_records(STAGE, claims, one, stats, log)

@@ -17,7 +17,7 @@ from rapidfuzz import fuzz
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
 from assets.media import MediaStore, phash_distance
 from assets.claims.normalized_claims import MEDIA_REF
-from assets.claims.scored_claims import bin3
+from assets.claims.scored_claims import EPS, bin3
 from dagster_project.config import PROJECT_ROOT, PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
@@ -74,19 +74,64 @@ def remove_near_duplicates(
     return kept, len(claims) - len(kept)
 
 
-def _pick(candidates: list[ScoredClaim], k: int, media_share: float) -> list[ScoredClaim]:
-    """k claims, media claims preferred up to media_share of them; text claims fill the rest when there are any."""
+def media_limit(total: int, media_share: float) -> int:
+    """The most claims with media a release of ``total`` claims may hold: media_share is a hard limit."""
+    return math.floor(media_share * total + EPS)
+
+
+def media_quotas(bins: list[tuple[int, int, int]], media_share: float) -> list[int] | None:
+    """How many media claims each bin (size, media claims available, text claims available) takes: what its text
+    claims cannot fill, then media preferred up to the bin's own share, then up to the release's limit; None when
+    the bins cannot be filled within the limit."""
+    limit = media_limit(sum(k for k, _, _ in bins), media_share)
+    quotas = [max(0, k - text) for k, _, text in bins]
+    if sum(quotas) > limit or any(q > media for q, (_, media, _) in zip(quotas, bins)):
+        return None
+    left = limit - sum(quotas)
+    for wanted in ([media_limit(k, media_share) for k, _, _ in bins], [k for k, _, _ in bins]):
+        for i, (_, media, _) in enumerate(bins):
+            extra = max(0, min(left, min(media, wanted[i]) - quotas[i]))
+            quotas[i] += extra
+            left -= extra
+    return quotas
+
+
+def _pick(candidates: list[ScoredClaim], k: int, n_media: int) -> list[ScoredClaim]:
+    """k claims: the first n_media with media, the rest without."""
     media = [c for c in candidates if c.media]
     text = [c for c in candidates if not c.media]
-    n_media = min(len(media), math.ceil(k * media_share))
-    chosen = media[:n_media] + text[: k - n_media]
-    return chosen + media[n_media : n_media + k - len(chosen)]
+    return media[:n_media] + text[: k - n_media]
+
+
+def _split(claims: list[ScoredClaim]) -> tuple[int, int]:
+    n_media = sum(bool(c.media) for c in claims)
+    return n_media, len(claims) - n_media
+
+
+def plan_sizes(
+    size: int, n_pairs: int, n_unknown_natural: int, unknown_available: int, bins_of, media_share: float
+) -> tuple[int, int, list[int]]:
+    """(pairs, Unknown claims, media quotas) of the largest release up to ``size`` that balance, the Unknown share
+    (within one claim, to reach the exact size) and the media limit allow. ``bins_of(pairs, unknown)`` gives
+    the bins as ``media_quotas`` reads them."""
+    capacity = 2 * n_pairs + n_unknown_natural
+    for target in range(min(size, capacity), 0, -1):
+        ideal = n_unknown_natural * target / capacity
+        for n_unknown in sorted(range(max(0, math.floor(ideal) - 1), math.ceil(ideal) + 2), key=lambda u: abs(u - ideal)):
+            n = (target - n_unknown) // 2
+            if n_unknown > unknown_available or 2 * n + n_unknown != target or n > n_pairs:
+                continue
+            quotas = media_quotas(bins_of(n, n_unknown), media_share)
+            if quotas is not None:
+                return n, n_unknown, quotas
+    return 0, 0, [0, 0, 0]
 
 
 def select_release(
     claims: list[ScoredClaim], size: int, media_share: float, similarity: float, phash_max_distance: int = -1
 ) -> tuple[list[ScoredClaim], dict]:
-    """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant."""
+    """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant;
+    exactly ``size`` claims when the pool allows it, and never more than media_share of them with media."""
     pool, duplicates = remove_near_duplicates(sorted(claims, key=_order), similarity, phash_max_distance)
     originals = [c for c in pool if c.variant == "original"]
     by_id = {c.claim_id: c for c in pool}
@@ -103,22 +148,31 @@ def select_release(
         return natural_intact + variants
 
     best = max(range(len(compromised) + 1), key=lambda c: (min(c, len(intact_for({x.claim_id for x in compromised[:c]}))), -c))
-    n = min(best, len(intact_for({x.claim_id for x in compromised[:best]})))
+    sure_intact = intact_for({x.claim_id for x in compromised[:best]})  # Intact whichever of those are chosen
+    n_pairs = min(best, len(sure_intact))
     share = len(unknown) / len(originals) if originals else 0.0
-    n_unknown = min(len(unknown), round(share * 2 * n / (1 - share))) if share < 1 else len(unknown)
-    if 2 * n + n_unknown > size:  # shrink both parts, keeping the Unknown share
-        n_unknown = int(n_unknown * size / (2 * n + n_unknown))
-        n = min(n, (size - n_unknown) // 2)
-    chosen_compromised = _pick(compromised[:best], n, media_share)
+    n_unknown_natural = min(len(unknown), round(share * 2 * n_pairs / (1 - share))) if share < 1 else len(unknown)
+    splits = [_split(compromised[:best]), _split(sure_intact), _split(unknown)]
+    n, n_unknown, quotas = plan_sizes(
+        size, n_pairs, n_unknown_natural, len(unknown),
+        lambda pairs, u: [(pairs, *splits[0]), (pairs, *splits[1]), (u, *splits[2])], media_share,
+    )
+    chosen_compromised = _pick(compromised[:best], n, quotas[0])
     chosen_ids = {c.claim_id for c in chosen_compromised}
-    chosen_intact = _pick(intact_for(chosen_ids), n, media_share)
-    chosen = chosen_compromised + chosen_intact + _pick(unknown, n_unknown, media_share)
+    chosen_intact = _pick(intact_for(chosen_ids), n, quotas[1])
+    chosen = chosen_compromised + chosen_intact + _pick(unknown, n_unknown, quotas[2])
     report = {
         "near_duplicates": duplicates,
         "available": {"intact": len(natural_intact), "compromised": len(compromised), "unknown": len(unknown),
                       "rectified": sum(c.variant == "rectified" for c in pool)},
         "selected": {"intact": len(chosen_intact), "compromised": len(chosen_compromised), "unknown": n_unknown},
         "unknown_share_of_originals": round(share, 4),
+        "release_size": size,
+        "media_share": media_share,
+        # the largest release the pool allows (balance, Unknown share, media limit); the release has exactly this
+        "feasible_size": 2 * n + n_unknown,
+        "balanced_capacity": 2 * n_pairs + n_unknown_natural,
+        "media_claims": sum(bool(c.media) for c in chosen),
     }
     return chosen, report
 
@@ -168,9 +222,11 @@ def _sha256(path: Path) -> str:
 
 def write_release(
     folder: Path, quarter: str, claims: list[ReleaseClaim], files: list[tuple[int, str, str]], media: MediaStore,
-    provenance: dict,
+    provenance: dict, injection_flags: list[list[str]] | None = None,
 ) -> dict:
-    """meta.json, claims.json, images/<id>.jpg, videos/<id>.mp4 and manifest.json into ``folder``."""
+    """meta.json, claims.json, images/<id>.jpg, videos/<id>.mp4 and manifest.json into ``folder``.
+    ``injection_flags`` (one list per claim) go into claims.parquet and the manifest, never into claims.json."""
+    flags = list(injection_flags) if injection_flags is not None else [[] for _ in claims]
     (folder / "images").mkdir()
     (folder / "videos").mkdir()
     for mid, kind, path in files:
@@ -189,20 +245,23 @@ def write_release(
     (folder / "meta.json").write_text(json.dumps(meta, indent=2))
     payload = {"claims": [c.model_dump() for c in claims]}
     (folder / "claims.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False))
-    release_frame(claims).write_parquet(folder / "claims.parquet")
+    release_frame(claims, flags).write_parquet(folder / "claims.parquet")
     write_zip(folder, f"veritas_{quarter}.zip")
     manifest = {
         **provenance,
         "quarter": quarter,
         "counts": meta,
+        "injection_flags": {str(c.id): f for c, f in zip(claims, flags) if f},  # release claim id -> phrases found
         "files": {str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*")) if p.is_file()},
     }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
     return manifest
 
 
-def release_frame(claims: list[ReleaseClaim]) -> pl.DataFrame:
-    """The release as one flat table: a row per claim, scores as columns, media as JSON text."""
+def release_frame(claims: list[ReleaseClaim], injection_flags: list[list[str]] | None = None) -> pl.DataFrame:
+    """The release as one flat table: a row per claim, scores as columns, media as JSON text, and the
+    instruction-like phrases found in each claim's sources (``injection_flags``)."""
+    flags = list(injection_flags) if injection_flags is not None else [[] for _ in claims]
     def score(v):
         return None if v is None else v.score
 
@@ -215,11 +274,13 @@ def release_frame(claims: list[ReleaseClaim]) -> pl.DataFrame:
         "media_json": json.dumps([m.model_dump() for m in c.media], ensure_ascii=False),
         "veracity_justification": c.veracity.justification if c.veracity else None,
         "context_coverage_justification": c.context_coverage.justification if c.context_coverage else None,
-    } for c in claims]
+        "injection_flags": f,
+    } for c, f in zip(claims, flags)]
     schema = {"id": pl.Int64, "text": pl.Utf8, "date": pl.Utf8, "language": pl.Utf8, "review_url": pl.Utf8,
               "veracity": pl.Float64, "context_coverage": pl.Float64, "integrity": pl.Float64,
               "decisive_property": pl.Utf8, "label": pl.Utf8, "n_images": pl.Int64, "n_videos": pl.Int64,
-              "media_json": pl.Utf8, "veracity_justification": pl.Utf8, "context_coverage_justification": pl.Utf8}
+              "media_json": pl.Utf8, "veracity_justification": pl.Utf8, "context_coverage_justification": pl.Utf8,
+              "injection_flags": pl.List(pl.Utf8)}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -241,8 +302,10 @@ def write_zip(folder: Path, name: str) -> Path:
     return target
 
 
-def validate_release(folder: Path) -> list[str]:
-    """The VeriTaS-format check: files present and real, scores in range, integrity rule, balance, meta counts."""
+def validate_release(folder: Path, release_size: int | None = None, media_share: float | None = None) -> list[str]:
+    """The VeriTaS-format check: files present and real, scores in range, integrity rule, balance, meta counts;
+    the media limit and the exact size (``release_size`` unless the manifest's selection found fewer claims
+    possible). Both parameters default to the ones the manifest's selection records; absent, they are not checked."""
     problems = []
     try:
         meta = json.loads((folder / "meta.json").read_text())
@@ -282,12 +345,33 @@ def validate_release(folder: Path) -> list[str]:
         counts["nei" if label == "unknown" else label] += 1
     if counts["intact"] != counts["compromised"]:
         problems.append(f"unbalanced: {counts['intact']} intact vs {counts['compromised']} compromised")
+    problems += size_problems(folder, claims, release_size, media_share)
     expected = {**counts, "total": len(claims)}
     if meta.get("claim_counts") != expected:
         problems.append(f"meta claim_counts {meta.get('claim_counts')} != {expected}")
     files = {"images": len(list((folder / "images").glob("*.jpg"))), "videos": len(list((folder / "videos").glob("*.mp4")))}
     if meta.get("media_counts") != files:
         problems.append(f"meta media_counts {meta.get('media_counts')} != files {files}")
+    return problems
+
+
+def size_problems(folder: Path, claims: list[dict], release_size: int | None, media_share: float | None) -> list[str]:
+    """More media claims than media_share allows; fewer (or more) claims than release_size where the selection
+    found that many possible."""
+    try:
+        selection = json.loads((folder / "manifest.json").read_text()).get("selection") or {}
+    except (OSError, ValueError):
+        selection = {}
+    release_size = selection.get("release_size") if release_size is None else release_size
+    media_share = selection.get("media_share") if media_share is None else media_share
+    problems = []
+    with_media = sum(bool(c.get("media")) for c in claims)
+    if media_share is not None and with_media > media_limit(len(claims), media_share):
+        problems.append(f"{with_media} of {len(claims)} claims have media: over the media share {media_share}")
+    if release_size is not None:
+        expected = min(release_size, selection.get("feasible_size", release_size))
+        if len(claims) != expected:
+            problems.append(f"{len(claims)} claims, not the {expected} the release size {release_size} and the pool allow")
     return problems
 
 
@@ -314,6 +398,7 @@ def release(
     chosen, report = select_release(claims, pipeline.release_size, pipeline.media_share,
                                     pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
     release_claims, files = to_release_claims(chosen)
+    flags = [c.injection_flags for c in chosen]
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)
     provenance = {
@@ -325,9 +410,10 @@ def release(
         "llm_cost": _cost_summary(llm, quarter),
         "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
         "selection": report,
+        "injection_policy": pipeline.injection_policy,
     }
-    manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance)
-    problems = validate_release(staging)
+    manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance, flags)
+    problems = validate_release(staging, pipeline.release_size, pipeline.media_share)
     if problems:
         raise dg.Failure(f"release {quarter} failed the format check", metadata={"problems": dg.MetadataValue.json(problems[:50])})
     final = store.publish_release(quarter, staging)
@@ -342,6 +428,7 @@ def release(
         "quarter": quarter, "version": version, "path": dg.MetadataValue.path(str(final)),
         **{f"claims/{k}": v for k, v in counts.items()},
         **{f"media/{k}": v for k, v in manifest["counts"]["media_counts"].items()},
+        "claims/with_media": report["media_claims"], "claims/injection_flagged": sum(bool(f) for f in flags),
         "selection": dg.MetadataValue.json(report),
     })
     return dg.MaterializeResult(metadata=meta)

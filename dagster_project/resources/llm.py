@@ -219,6 +219,7 @@ class EnsembleMember(dg.Config):
     output_cost_per_token: float | None = None
     # "json_object" (+schema) suits llama.cpp/litellm's schema translation; "json_schema" for strict OpenAI-style APIs
     json_mode: str = "json_object"
+    context_window: int | None = None  # tokens; empty: litellm's model info (the embedded model: its server's n_ctx)
 
     @property
     def is_embedded(self) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_N_CTX = 4096  # the context the embedded server is started with (the evidence budget reads it)
 _LIVE: "set[LocalModelServer]" = set()  # servers started and not yet stopped, for stop_all() on a signal
 _LIVE_LOCK = threading.Lock()
 
@@ -86,7 +87,7 @@ class LocalModelServer:
         self,
         model_path: str,
         n_threads: int = 2,
-        n_ctx: int = 4096,
+        n_ctx: int = DEFAULT_N_CTX,
         chat_format: str = "chatml",
         startup_timeout_s: float = 60,
         model_alias: str = "smollm2",

@@ -1,0 +1,80 @@
+"""Stage 5's media checks: the OCR reads verdict stamps on images and video frames, and a medium whose filter
+answer failed is dropped and counted, never kept. The model sits behind a loopback stub (the HTTP boundary)."""
+
+import io
+import json
+import random
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+
+from assets.claims.normalized_claims import filter_media, media_verdict_text
+from assets.media import MediaStore
+from dagster_project.resources.llm import EnsembleMember, LLMResource
+from schemas.records import ClaimAppearances, Medium
+from tests.openai_stub import serving
+
+
+def photo(stamp: str = "", seed: int = 7) -> bytes:
+    """A real-looking JPEG (sky gradient, a noisy ground, a few shapes) with an optional stamp drawn across it."""
+    rng = random.Random(seed)
+    img = Image.new("RGB", (640, 480))
+    draw = ImageDraw.Draw(img)
+    for y in range(480):
+        draw.line([(0, y), (640, y)], fill=(90 + y // 6, 130 + y // 8, 200 - y // 5) if y < 300 else (70, 90 + y % 7, 40))
+    for _ in range(25):
+        x, y, r = rng.randrange(640), rng.randrange(300, 480), rng.randrange(5, 30)
+        draw.ellipse([x - r, y - r, x + r, y + r], fill=(rng.randrange(256), rng.randrange(256), rng.randrange(256)))
+    if stamp:
+        draw.rectangle([140, 170, 500, 290], outline=(220, 20, 20), width=8)
+        draw.text((165, 180), stamp, font=ImageFont.load_default(size=90), fill=(220, 20, 20))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=85)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return MediaStore(str(tmp_path_factory.mktemp("media")))
+
+
+def as_medium(stored, **extra) -> Medium:
+    return Medium(medium_id=stored.sha256, kind="image", path=stored.path, width=stored.width, height=stored.height,
+                  phash=stored.phash, **extra)
+
+
+def test_the_ocr_reads_a_stamped_false_and_passes_a_clean_photo(store):
+    stamped, clean = as_medium(store.put_image(photo("FALSE"))), as_medium(store.put_image(photo()))
+    assert media_verdict_text(stamped, store, "en", "").casefold() == "false"
+    assert media_verdict_text(clean, store, "en", "") == ""
+    # a video is read frame by frame: one stamped frame is enough
+    video = Medium(medium_id="v" * 64, kind="video", path="videos/v.mp4", frame_paths=[clean.path, stamped.path])
+    assert media_verdict_text(video, store, "en", "").casefold() == "false"
+    # the claim's own rating counts as a verdict word too ("FAUX" is not in the English list)
+    faux = as_medium(store.put_image(photo("FAUX", seed=3)))
+    assert media_verdict_text(faux, store, "en", "") == ""
+    assert media_verdict_text(faux, store, "en", "Faux").casefold() == "faux"
+
+
+def filter_answers(mode: str, body: dict):
+    if mode == "broken":
+        return 200, "no JSON here"
+    return 200, json.dumps({"keep": "yes", "reason": "part_of_claim"})
+
+
+@pytest.mark.parametrize("mode", ["keeps", "broken"])
+def test_filter_drops_stamped_media_and_never_keeps_on_a_failed_answer(store, tmp_path, monkeypatch, mode):
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    stamped = as_medium(store.put_image(photo("FAKE", seed=11)), origin="appearance")
+    clean = as_medium(store.put_image(photo(seed=12)), origin="appearance")
+    claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", claim_text="Masts burn in Hong Kong",
+                             quarter="2020Q2", language="en", media=[stamped, clean])
+    with serving(filter_answers) as stub:
+        llm = LLMResource(members=[EnsembleMember(name="m", model="openai/scripted", api_base=stub.base(mode),
+                                                  api_key_env="STUB_KEY")],
+                          cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
+        verdicts = filter_media(claim, "en", llm, store)
+    if mode == "keeps":  # the model keeps both; the OCR reads "FAKE" on one
+        assert verdicts == {stamped.medium_id: "verdict_text"}
+    else:  # the model's answers fail: neither medium is kept unchecked
+        assert verdicts == {stamped.medium_id: "filter_failed", clean.medium_id: "filter_failed"}
