@@ -122,6 +122,8 @@ def map_records(stage: str, items: list, fn, stats: StageYield, log=None) -> lis
         try:
             record, reason = fn(item)
         except Exception as err:  # noqa: BLE001 - one bad record must not lose the others
+            if getattr(err, "stops_stage", False):  # e.g. the LLM budget: the whole stage stops, loudly
+                raise
             record, reason = None, f"error:{type(err).__name__}"
             if log:
                 log.warning(f"{stage}: item {i} failed: {err!r}")

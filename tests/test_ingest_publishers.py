@@ -88,7 +88,7 @@ def _warc(path: Path, pages: dict[str, str]) -> None:
 
 def _check_refreshed(path: Path) -> None:
     rows = {r["publisher_id"]: r for r in read_registry_rows(path)}
-    assert len(rows) == 103  # one organisation was new
+    assert len(rows) == 115  # one organisation was new
     assert (rows["full-fact"]["ifcn_status"], rows["full-fact"]["ifcn_date"]) == ("active", "2025-03-12")
     assert (rows["misbar"]["ifcn_status"], rows["misbar"]["ifcn_date"]) == ("expired", "2024-01-14")
     assert rows["yoop-yup"]["ifcn_status"] == "active"
@@ -97,6 +97,9 @@ def _check_refreshed(path: Path) -> None:
     new = rows["checks-example"]
     assert (new["name"], new["domains"], new["country"], new["ifcn_status"]) == (
         "Checks Example", "checks-example.co.uk", "United Kingdom", "under_review")
+    assert new["source"].endswith("/signatories")  # the page it was read from
+    assert rows["maldita-es"]["source"].endswith("/members/")  # now the EFCSN page that listed it
+    assert rows["the-conversation-factcheck"]["source"].startswith("https://ifcncodeofprinciples")  # not listed: kept
     # aliases and domains of existing rows survive; the registry still loads and matches
     assert rows["afp-fact-check"]["aliases"].startswith("AFP;AFP Factuel")
     publishers = load_registry(str(path))
@@ -139,8 +142,9 @@ def test_refresh_live_from_loopback_then_replayed(spec, tmp_path):
     assert report.per_page == {base + "/signatories": 4, base + "/members/": 2}
     assert report.added == ["checks-example"]
     assert sorted(report.updated) == ["afp-fact-check", "full-fact", "maldita-es", "misbar", "yoop-yup"]
-    assert report.unchanged == 97
-    assert len(report.unlisted["ifcn"]) == 90 - 2  # IFCN rows the page did not list (Full Fact, Misbar were listed)
+    assert report.unchanged == 114 - 5  # every registry row but the 5 updated
+    # IFCN rows (100 active, 1 expired) the page did not list (Full Fact, Misbar were listed)
+    assert len(report.unlisted["ifcn"]) == 101 - 2
     _check_refreshed(registry)
     # the same pages replayed from the WARC that the live refresh wrote
     replayed = tmp_path / "replayed.csv"
@@ -159,7 +163,7 @@ def test_cli_refresh_from_warc(tmp_path, capsys):
     out = tmp_path / "refreshed.csv"
     assert main(["--config", str(config), "publishers", "refresh", "--registry", str(REGISTRY), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert f"{IFCN_URL}: 4 signatories" in printed and "1 added, 5 updated, 97 unchanged" in printed
+    assert f"{IFCN_URL}: 4 signatories" in printed and "1 added, 5 updated, 109 unchanged" in printed
     _check_refreshed(out)
     # a page that lists nobody (a redesign) stops the refresh and writes nothing
     _warc(warc, {IFCN_URL: "<html><body><p>New layout</p></body></html>", EFCSN_URL: EFCSN_PAGE})
@@ -172,7 +176,7 @@ def test_registry_fields_and_registered_domains():
     with open(REGISTRY, newline="", encoding="utf-8") as fh:
         header = next(csv.reader(fh))
     assert header == ["publisher_id", "name", "aliases", "domains", "country", "ifcn_status", "efcsn_status",
-                      "signatory_since", "ifcn_date", "efcsn_date"]
+                      "signatory_since", "ifcn_date", "efcsn_date", "source"]
     assert registered_domain("factuel.afp.com") == "afp.com"
     assert registered_domain("politica.estadao.com.br") == "estadao.com.br"
     assert registered_domain("hindi.boomlive.in") == "boomlive.in"

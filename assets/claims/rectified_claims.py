@@ -87,6 +87,8 @@ def rectify_all(
         try:
             return rectify(claim, evidence, llm, pipeline, media_store, cuts, leaks)
         except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
+            if getattr(err, "stops_stage", False):  # the LLM budget stops the stage instead
+                raise
             return None, f"error:{type(err).__name__}"
 
     work = prefetch([c for c in claims if c.integrity.label == "compromised"], attempt, llm.parallel_claims)

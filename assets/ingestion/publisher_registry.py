@@ -20,7 +20,7 @@ from schemas.records import Publisher
 
 REGISTRY_DIR = Path(__file__).resolve().parents[2] / "registry"
 REGISTRY_COLUMNS = ("publisher_id", "name", "aliases", "domains", "country", "ifcn_status", "efcsn_status",
-                    "signatory_since", "ifcn_date", "efcsn_date")
+                    "signatory_since", "ifcn_date", "efcsn_date", "source")  # source: where the row's facts were read
 NETWORKS = ("ifcn", "efcsn")
 # status words as the networks print them -> the registry's status; anything else is kept lower-cased
 _STATUS = (("active", "active"), ("verified", "active"), ("member", "active"), ("signatory", "active"),
@@ -38,6 +38,7 @@ class Signatory:
     country: str = ""
     status: str = ""
     date: str = ""  # ISO date of the status (signed / renewed), "" when the page gives none
+    source: str = ""  # the page it was read from
 
 
 @dataclass
@@ -94,7 +95,7 @@ def parse_signatory_page(content: bytes | str, spec: dict, base_url: str = "") -
         out.append(Signatory(
             network=spec["network"], name=name, website=_first_text(node, spec.get("website", "")),
             country=_first_text(node, spec.get("country", "")), status=status_of(_first_text(node, spec.get("status", ""))),
-            date=day.isoformat() if day else "",
+            date=day.isoformat() if day else "", source=base_url or spec.get("url", ""),
         ))
     return out
 
@@ -133,6 +134,7 @@ def merge_signatories(rows: list[dict], signatories: list[Signatory], report: Re
 
     idx = index()
     listed: dict[str, set[int]] = {n: set() for n in NETWORKS}
+    read_from: dict[int, list[str]] = {}  # row -> the pages that listed it: its source from now on
     for sig in signatories:
         host = host_of(sig.website)
         publisher, _ = idx.match_fields(sig.website if host else "", "", sig.name)
@@ -151,6 +153,9 @@ def merge_signatories(rows: list[dict], signatories: list[Signatory], report: Re
         row[f"{sig.network}_status"] = sig.status or row[f"{sig.network}_status"]
         row[f"{sig.network}_date"] = sig.date or row[f"{sig.network}_date"]
         row["country"] = row["country"] or sig.country
+        read_from.setdefault(i, []).append(sig.source)
+    for i, pages in read_from.items():
+        rows[i]["source"] = "; ".join(dict.fromkeys(p for p in pages if p)) or rows[i]["source"]
     for network, seen in listed.items():
         if seen:  # a network whose page gave nothing was not refreshed at all
             report.unlisted[network] = [r["publisher_id"] for i, r in enumerate(rows)

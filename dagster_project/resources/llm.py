@@ -118,6 +118,12 @@ def _refused(api_base: str) -> str:
         return f"{type(err).__name__}: {err.strerror or err}"
 
 
+class BudgetExceeded(RuntimeError):
+    """The quarter's model spend reached ``llm.budget_usd``: the stage stops (answers so far stay cached)."""
+
+    stops_stage = True  # map_records lets it through instead of counting it as one item's failure
+
+
 def _quarter_label(value: str) -> str:
     """``2025-10`` or ``2025Q4`` as ``2025Q4``; anything else (no partition) as ''."""
     if not value:
@@ -319,6 +325,9 @@ class LLMResource(dg.ConfigurableResource):
     # Consecutive calls of one member that fail because its endpoint refuses connections before the stage stops
     # (a dead embedded server stops it at the first); rate limits, 5xx and bad answers never count.
     breaker_failures: int = 3
+    # USD the model calls of one quarter may cost (the ledger's sum); reaching it stops the stage before the next
+    # paid call. Cache hits stay free, so raising it and running again resumes from the cache. None: no limit.
+    budget_usd: float | None = None
 
     _lock: Any = PrivateAttr(default_factory=threading.RLock)  # made per instance, also for copies
     _server: Any = PrivateAttr(default=None)
@@ -688,6 +697,21 @@ class LLMResource(dg.ConfigurableResource):
             quarters = [r[0] for r in conn.execute("SELECT DISTINCT quarter FROM llm_ledger ORDER BY quarter")]
         return {"quarter": _quarter_label(quarter) if quarter else None, **total, **by, "quarters_in_ledger": quarters}
 
+    def quarter_spend(self) -> float:
+        """What the ledger says this resource's quarter has cost so far, every stage and run together."""
+        with self._db() as conn:
+            return float(conn.execute("SELECT COALESCE(SUM(cost_usd),0) FROM llm_ledger WHERE quarter=?",
+                                      (self._quarter,)).fetchone()[0])
+
+    def _check_budget(self) -> None:
+        if self.budget_usd is None:
+            return
+        spent = self.quarter_spend()
+        if spent >= self.budget_usd:
+            raise BudgetExceeded(
+                f"LLM budget reached: quarter {self._quarter or '(none)'} has spent ${spent:.4f} of llm.budget_usd="
+                f"${self.budget_usd:.4f}; raise llm.budget_usd in the config and run again (answers so far are cached)")
+
     # ---- calls -----------------------------------------------------------------------------
     def _cost(self, m: EnsembleMember, response: Any, pt: int, ct: int) -> float:
         if m.input_cost_per_token is not None or m.output_cost_per_token is not None:
@@ -737,6 +761,7 @@ class LLMResource(dg.ConfigurableResource):
                             prompt_tokens=0, completion_tokens=0, cost_usd=0.0, latency_s=time.monotonic() - t0)
             self._ledger_add(stage=stage, template_id=template_id, key=key, attempts=0, ans=ans)
             return ans
+        self._check_budget()
         call_id = uuid.uuid4().hex
         outputs: list[tuple] = []  # (attempt, ts, raw, reasoning, refusal, error) of every answer received
         served = m.model
