@@ -11,7 +11,8 @@ import dagster as dg  # noqa: E402
 
 from assets.scraping.appearances import appearances  # noqa: E402
 from assets.scraping.articles import articles  # noqa: E402
-from assets.evaluation import evaluation  # noqa: E402
+from assets.evaluation.evaluation import evaluation  # noqa: E402
+from assets.evaluation.leaderboard import leaderboard  # noqa: E402
 from assets.claims.normalized_claims import normalized_claims  # noqa: E402
 from assets.evaluation.predictions import predictions  # noqa: E402
 from assets.claims.rectified_claims import rectified_claims  # noqa: E402
@@ -33,6 +34,7 @@ PIPELINE_ASSETS = [
 JOB_ASSETS = [predictions, evaluation]
 ALL_ASSETS = PIPELINE_ASSETS + JOB_ASSETS
 ASSET_NAMES = [a.key.path[-1] for a in ALL_ASSETS]
+BOARD_ASSETS = [leaderboard]  # not partitioned: every quarter's evaluation feeds it
 
 
 def build_resources(config: dict) -> dict:
@@ -48,7 +50,7 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
     config = load_config(config_path)
     with warnings.catch_warnings():  # code references are beta in 1.13; they link each asset to its source in the UI
         warnings.simplefilter("ignore", dg.BetaWarning)
-        assets = dg.with_source_code_references(ALL_ASSETS)
+        assets = dg.with_source_code_references(ALL_ASSETS + BOARD_ASSETS)
     # run-level retries (the daemon's, once `run_retries: {enabled: true}` is in dagster.yaml) on top of step retries
     retry_tags = {"dagster/max_retries": str(RETRY_DEFAULTS["max_retries"]), "dagster/retry_strategy": "FROM_FAILURE"}
     all_stages = dg.define_asset_job(
