@@ -80,6 +80,9 @@ class PipelineResource(dg.ConfigurableResource):
     knowledge_warc_paths: list[str] = []  # WARCs for the knowledge store; empty: the web resource's WARCs
     contamination_check: bool = False  # evaluation: write-from-memory articles vs the real ones (METEOR+Hungarian)
     contamination_threshold: float = 0.25
+    # leaderboard: the systems registry (one YAML per system) and the bootstrap resamples of its intervals
+    systems_dir: str = str(PROJECT_ROOT / "systems")
+    bootstrap_resamples: int = 2000
 
 
 def _resolve(value: str, base: Path) -> str:
@@ -111,6 +114,8 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
     if store.get("kind") == "s3":  # live WARC records are mirrored to the bucket too
         store.setdefault("warc_dir", web["archive_dir"])
     stages = dict(raw.get("stages") or {})
+    if stages.get("systems_dir"):
+        stages["systems_dir"] = _resolve(stages["systems_dir"], base)
     stages["sources"] = [
         {**s, "kind": s.get("kind", "datafeed"), **({"path": _resolve(s["path"], base)} if s.get("path") else {})}
         for s in raw.get("sources") or []

@@ -13,6 +13,7 @@ import dagster as dg  # noqa: E402
 from assets.scraping.appearances import appearances  # noqa: E402
 from assets.scraping.articles import articles  # noqa: E402
 from assets.evaluation.evaluation import evaluation  # noqa: E402
+from assets.evaluation.leaderboard import leaderboard  # noqa: E402
 from assets.claims.normalized_claims import normalized_claims  # noqa: E402
 from assets.evaluation.predictions import predictions  # noqa: E402
 from assets.claims.rectified_claims import rectified_claims  # noqa: E402
@@ -40,6 +41,7 @@ ASSET_NAMES = [a.key.path[-1] for a in PIPELINE_ASSETS + JOB_ASSETS]  # the quar
 def with_snapshot(names: list[str]) -> list[str]:
     """A selection of quarter stages, with the sources' snapshot in front when it holds reviews (its reader)."""
     return ["review_snapshot", *names] if "reviews" in names else list(names)
+BOARD_ASSETS = [leaderboard]  # not partitioned: every quarter's evaluation feeds it
 
 
 def build_resources(config: dict) -> dict:
@@ -55,7 +57,7 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
     config = load_config(config_path)
     with warnings.catch_warnings():  # code references are beta in 1.13; they link each asset to its source in the UI
         warnings.simplefilter("ignore", dg.BetaWarning)
-        assets = dg.with_source_code_references(ALL_ASSETS)
+        assets = dg.with_source_code_references(ALL_ASSETS + BOARD_ASSETS)
     # run-level retries (the daemon's, once `run_retries: {enabled: true}` is in dagster.yaml) on top of step retries
     retry_tags = {"dagster/max_retries": str(RETRY_DEFAULTS["max_retries"]), "dagster/retry_strategy": "FROM_FAILURE"}
     all_stages = dg.define_asset_job(

@@ -1,0 +1,431 @@
+"""The leaderboard: every registered system on every released quarter, side by side, ranked on a window of quarters.
+
+Plain functions first (the systems registry, each system's predictions per quarter, the per-claim integrity rows,
+metrics per quarter and per window with bootstrap confidence intervals, the contamination share, the flat table),
+then the asset. The metrics are ``evaluation.metrics`` (one implementation); a window pools the claims of its quarters.
+
+A quarter is *clean* for a system when it starts after the system's knowledge cut-off (the model cannot have seen
+any of its claims); every other quarter, including the one the cut-off falls in, is *before*. An unknown cut-off
+makes every quarter "unknown": such a system has no clean window and is left out of an after-cut-off ranking.
+"""
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Literal
+
+import dagster as dg
+import numpy as np
+import polars as pl
+import yaml
+from pydantic import BaseModel, field_validator, model_validator
+
+from assets.claims.scored_claims import bin3, bin7
+from assets.evaluation.evaluation import (
+    cutoff_position,
+    load_predictions,
+    metrics,
+    pairs,
+    quarter_number,
+    release_quarters,
+)
+from assets.evaluation.predictions import load_release
+from dagster_project.config import PipelineResource
+from dagster_project.partitions import to_label
+from dagster_project.resources.files import atomic_write
+from dagster_project.resources.store import StoreResource
+from schemas.frames import from_frame
+from schemas.records import Prediction
+
+UNKNOWN = "unknown"
+WINDOWS = ("all", "clean", "before")
+METRICS = ("mse", "mae", "acc3", "acc7")
+AXES = ("modality", "language")
+CONFIDENCE = 0.95
+BOOTSTRAP_SEED = 15  # a fixed seed: the same rows give the same intervals on every run
+TABLE = "leaderboard"
+PAIRS_TABLE = "leaderboard_pairs"
+SCOPE = "all"  # the store's quarter slot for the unpartitioned tables
+REPORT_DIR = "reports/leaderboard"
+
+
+# ------------------------------------------------------------------------------------------ registry
+
+
+class System(BaseModel):
+    """One system to compare: our verifier (an ensemble member, closed-book or retrieval) or an outside system's files."""
+
+    name: str
+    kind: Literal["verifier", "predictions"]
+    knowledge_cutoff: str  # a quarter (2024Q4), a date (2024-06-30) or "unknown": always said, never assumed
+    description: str = ""
+    member: str = ""  # verifier: the ensemble member that is the backbone
+    mode: Literal["closed_book", "retrieval"] = "closed_book"
+    strategy: Literal["parallel", "dynamic", "hybrid"] = "parallel"  # retrieval: question generation
+    predictions: dict[str, str] = {}  # outside system: quarter -> prediction file (the `veritas evaluate` format)
+    contamination_model: str = ""  # the member whose contamination check stands for this system (verifier: member)
+    source: str = ""  # the registry file it came from
+
+    @field_validator("knowledge_cutoff", mode="before")
+    @classmethod
+    def _cutoff(cls, value) -> str:
+        value = str(value or "").strip()
+        if value.lower() == UNKNOWN:
+            return UNKNOWN
+        if not value:
+            raise ValueError('knowledge_cutoff is required: a quarter (2024Q4), a date (2024-06-30) or "unknown"')
+        try:
+            return to_label(value)
+        except ValueError:
+            cutoff_position(value)  # a date, or a ValueError naming the bad value
+            return value[:10]
+
+    @field_validator("predictions", mode="before")
+    @classmethod
+    def _quarters(cls, value) -> dict:
+        return {to_label(str(q)): str(p) for q, p in (value or {}).items()}
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "System":
+        if self.kind == "verifier" and not self.member:
+            raise ValueError("a verifier system names its ensemble member (member: ...)")
+        if self.kind == "predictions" and not self.predictions:
+            raise ValueError("an outside system lists its prediction files (predictions: {2025Q4: file.json})")
+        return self
+
+    @property
+    def prediction_system(self) -> str:
+        """The ``system`` its rows carry in the predictions table (the names predict() and Verifier.system give)."""
+        if self.kind != "verifier":
+            return self.name
+        return f"closed_book:{self.member}" if self.mode == "closed_book" else f"retrieval-{self.strategy}:{self.member}"
+
+    @property
+    def contamination_member(self) -> str:
+        return self.contamination_model or (self.member if self.kind == "verifier" else "")
+
+
+def load_systems(folder: str | Path) -> list[System]:
+    """Every ``*.yaml`` in ``folder``, one system each; prediction paths resolve against the file's folder."""
+    folder = Path(folder)
+    files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"no systems registered: no *.yaml in {folder} (README, 'Leaderboard: adding a system')")
+    systems = []
+    for path in files:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: a system file is a mapping (name, kind, knowledge_cutoff, ...)")
+        raw["predictions"] = {q: str((path.parent / p).resolve()) for q, p in (raw.get("predictions") or {}).items()}
+        try:
+            systems.append(System.model_validate({"name": path.stem, **raw, "source": str(path)}))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
+    names = [s.name for s in systems]
+    if len(set(names)) != len(names):
+        raise ValueError(f"{folder}: system names must be unique, got {sorted(names)}")
+    return systems
+
+
+# --------------------------------------------------------------------------------- quarters, cut-off
+
+
+def quarter_relation(quarter: str, cutoff: str) -> str:
+    """"clean" when the whole quarter lies after the cut-off, "before" otherwise, "unknown" without a cut-off."""
+    if not cutoff or cutoff == UNKNOWN:
+        return UNKNOWN
+    return "clean" if quarter_number(quarter) - 0.5 >= cutoff_position(cutoff) - 1e-9 else "before"
+
+
+def sort_quarters(quarters) -> list[str]:
+    return sorted(quarters, key=quarter_number)
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def verifier_predictions(store: StoreResource, system: System, quarter: str) -> list[Prediction]:
+    """The newest predictions-table version of the quarter that holds this configuration's rows (each run of the
+    predictions asset writes one configuration; older versions keep the others)."""
+    for version in reversed(store.versions("predictions", quarter)):
+        frame = store.read_table("predictions", quarter, version=version)
+        mine = frame.filter(pl.col("system") == system.prediction_system)
+        if mine.height:
+            return from_frame(mine, Prediction)
+    return []
+
+
+def outside_predictions(system: System, quarter: str) -> list[Prediction] | None:
+    """An outside system's file for the quarter (None when it lists none); a listed file that is missing stops the run."""
+    path = system.predictions.get(quarter)
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"system {system.name} ({system.source}): prediction file for {quarter} not found: {path}")
+    found = load_predictions(Path(path), quarter, system.name)
+    other = sorted({p.quarter for p in found} - {quarter})
+    if other:
+        raise ValueError(f"system {system.name}: {path} is listed for {quarter} but holds records of {', '.join(other)}")
+    return [p.model_copy(update={"system": system.name}) for p in found]
+
+
+def contamination_counts(store: StoreResource, quarter: str, member: str) -> dict | None:
+    """Flagged and scored claims of ``member`` in the quarter's contamination check, when that check ran."""
+    if not member:
+        return None
+    try:
+        report = json.loads(store.get_bytes(f"reports/{quarter}/contamination.json"))
+    except FileNotFoundError:
+        return None
+    model = report.get("models", {}).get(member)
+    if model is None:
+        return None
+    return {"flagged": len(model.get("flagged", [])), "scored": int(model.get("scored", 0))}
+
+
+def collect(store: StoreResource, systems: list[System], quarters: list[str]) -> dict:
+    """Everything the board is computed from: per-claim integrity rows, gold counts, predictions and contamination."""
+    rows, predicted, contamination, claims = [], {}, {}, {}
+    for quarter in sort_quarters(quarters):
+        gold = load_release(store.latest_release(quarter))
+        claims[quarter] = len(gold)
+        for s in systems:
+            preds = verifier_predictions(store, s, quarter) if s.kind == "verifier" else outside_predictions(s, quarter)
+            if preds is None:
+                continue
+            predicted.setdefault(s.name, {})[quarter] = len(preds)
+            rows += [{"system": s.name, "quarter": quarter, "claim_id": r["claim_id"], "modality": r["modality"],
+                      "language": r["language"], "gold": r["gold"], "pred": r["pred"]}
+                     for r in pairs(gold, preds, quarter) if r["property"] == "integrity"]
+            counts = contamination_counts(store, quarter, s.contamination_member)
+            if counts is not None:
+                contamination.setdefault(s.name, {})[quarter] = counts
+    return {"systems": [s.model_dump() for s in systems], "claims": claims, "predicted": predicted,
+            "contamination": contamination, "rows": rows}
+
+
+# ------------------------------------------------------------------------------------------ metrics
+
+
+def bootstrap_ci(rows: list[dict], confidence: float = CONFIDENCE, resamples: int = 2000,
+                 seed: int = BOOTSTRAP_SEED) -> dict:
+    """Percentile bootstrap intervals (scipy) of each metric, resampling claims; None below two claims.
+
+    Every metric is the mean of a per-claim quantity, so each interval resamples that quantity with the same seed.
+    """
+    if len(rows) < 2:
+        return dict.fromkeys(METRICS)
+    from scipy.stats import bootstrap
+
+    gold = np.array([r["gold"] for r in rows], dtype=float)
+    pred = np.array([r["pred"] for r in rows], dtype=float)
+    per_claim = {
+        "mse": (gold - pred) ** 2, "mae": np.abs(gold - pred),
+        "acc3": np.array([bin3(r["gold"]) == bin3(r["pred"]) for r in rows], dtype=float),
+        "acc7": np.array([bin7(r["gold"]) == bin7(r["pred"]) for r in rows], dtype=float),
+    }
+    out = {}
+    for name, values in per_claim.items():
+        result = bootstrap((values,), np.mean, confidence_level=confidence, n_resamples=resamples, method="percentile",
+                           rng=np.random.default_rng(seed), batch=250)
+        out[name] = [float(result.confidence_interval.low), float(result.confidence_interval.high)]
+    return out
+
+
+def contamination_share(counts: list[dict]) -> float | None:
+    """Flagged over scored claims, pooled over the quarters where the check ran (None when it ran nowhere)."""
+    scored = sum(c["scored"] for c in counts)
+    return sum(c["flagged"] for c in counts) / scored if scored else None
+
+
+def _sums(rows: list[dict]) -> dict:
+    """The additive parts of the metrics, so the page can pool any window of quarters without the claims."""
+    return {"n": len(rows), "se": math.fsum((r["gold"] - r["pred"]) ** 2 for r in rows),
+            "ae": math.fsum(abs(r["gold"] - r["pred"]) for r in rows),
+            "hit3": sum(bin3(r["gold"]) == bin3(r["pred"]) for r in rows),
+            "hit7": sum(bin7(r["gold"]) == bin7(r["pred"]) for r in rows)}
+
+
+def _grouped(rows: list[dict], with_ci: bool, resamples: int) -> dict:
+    """Metrics per modality and per language (with intervals for windows)."""
+    out = {}
+    for axis in AXES:
+        groups = defaultdict(list)
+        for r in rows:
+            groups[r[axis]].append(r)
+        out[axis] = {g: {**metrics(v), **({"ci": bootstrap_ci(v, resamples=resamples)} if with_ci else {})}
+                     for g, v in sorted(groups.items())}
+    return out
+
+
+def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: bool = False,
+                  resamples: int = 2000) -> dict:
+    """Per system: each quarter of the window, and the pooled "all", "clean" and "before" windows with intervals;
+    ranked by integrity MSE on "clean" (``after_cutoff``) or "all"."""
+    quarters = sort_quarters(data["claims"])
+    lo = quarter_number(first) if first else -math.inf
+    hi = quarter_number(last) if last else math.inf
+    window = [q for q in quarters if lo <= quarter_number(q) <= hi]
+    by_system = defaultdict(lambda: defaultdict(list))
+    for r in data["rows"]:
+        by_system[r["system"]][r["quarter"]].append(r)
+    entries = []
+    for raw in data["systems"]:
+        s = System.model_validate(raw)
+        contamination = data["contamination"].get(s.name, {})
+        per_quarter = {}
+        for q in quarters:  # every quarter, so a page written for one window can offer the others
+            rows = by_system[s.name].get(q, [])
+            flagged = contamination.get(q)
+            per_quarter[q] = {
+                "relation": quarter_relation(q, s.knowledge_cutoff), "claims": data["claims"][q],
+                "predicted": data["predicted"].get(s.name, {}).get(q, 0), **metrics(rows), "sums": _sums(rows),
+                "flagged_share": contamination_share([flagged]) if flagged else None, "contamination": flagged,
+                **_grouped(rows, False, resamples),
+            }
+        windows = {}
+        for name in WINDOWS:
+            qs = [q for q in window if name == "all" or per_quarter[q]["relation"] == name]
+            rows = [r for q in qs for r in by_system[s.name].get(q, [])]
+            windows[name] = {
+                "quarters": qs, "claims": sum(data["claims"][q] for q in qs), **metrics(rows),
+                "ci": bootstrap_ci(rows, resamples=resamples),
+                "flagged_share": contamination_share([contamination[q] for q in qs if q in contamination]),
+                **_grouped(rows, True, resamples),
+            }
+        entries.append({"name": s.name, "kind": s.kind, "mode": s.mode if s.kind == "verifier" else "",
+                        "member": s.member, "knowledge_cutoff": s.knowledge_cutoff, "description": s.description,
+                        "prediction_system": s.prediction_system, "quarters": per_quarter, "windows": windows})
+    rank_window = "clean" if after_cutoff else "all"
+    order = sorted(entries, key=lambda x: (x["windows"][rank_window]["mse"] is None,
+                                           x["windows"][rank_window]["mse"] or 0.0, x["name"]))
+    rank = 0
+    for entry in order:
+        ranked = entry["windows"][rank_window]["mse"] is not None
+        rank += ranked
+        entry["rank"] = rank if ranked else None
+    return {"window": {"from": window[0] if window else first, "to": window[-1] if window else last,
+                       "quarters": window, "after_cutoff": after_cutoff, "rank_window": rank_window,
+                       "confidence": CONFIDENCE, "resamples": resamples},
+            "all_quarters": quarters, "systems": order}
+
+
+# ---------------------------------------------------------------------------------------- outputs
+
+
+def _row(entry: dict, scope: str, window: str, quarter: str, axis: str, group: str, m: dict, extra: dict) -> dict:
+    ci = m.get("ci") or dict.fromkeys(METRICS)
+    return {"system": entry["name"], "kind": entry["kind"], "knowledge_cutoff": entry["knowledge_cutoff"],
+            "rank": entry["rank"], "scope": scope, "window": window, "quarter": quarter, "axis": axis, "group": group,
+            "n": m["n"], **{k: m[k] for k in METRICS},
+            **{f"{k}_{side}": (ci[k][i] if ci.get(k) else None) for k in METRICS for i, side in enumerate(("lo", "hi"))},
+            "claims": extra.get("claims"), "flagged_share": extra.get("flagged_share")}
+
+
+TABLE_SCHEMA = {
+    "system": pl.Utf8, "kind": pl.Utf8, "knowledge_cutoff": pl.Utf8, "rank": pl.Int64, "scope": pl.Utf8,
+    "window": pl.Utf8, "quarter": pl.Utf8, "axis": pl.Utf8, "group": pl.Utf8, "n": pl.Int64,
+    **{k: pl.Float64 for k in METRICS}, **{f"{k}_{side}": pl.Float64 for k in METRICS for side in ("lo", "hi")},
+    "claims": pl.Int64, "flagged_share": pl.Float64,
+}
+
+
+def board_table(board: dict) -> pl.DataFrame:
+    """The board as one flat table: a row per system x (quarter or window) x (integrity, each modality, each language)."""
+    rows = []
+    for entry in board["systems"]:
+        scopes = [("quarter", q["relation"], quarter, q) for quarter, q in entry["quarters"].items()]
+        scopes += [("window", name, "", w) for name, w in entry["windows"].items()]
+        for scope, window, quarter, block in scopes:
+            rows.append(_row(entry, scope, window, quarter, "integrity", "all", block, block))
+            for axis in AXES:
+                rows += [_row(entry, scope, window, quarter, axis, g, m, {}) for g, m in block[axis].items()]
+    return pl.DataFrame(rows, schema=TABLE_SCHEMA)
+
+
+PAIRS_SCHEMA = {"system": pl.Utf8, "quarter": pl.Utf8, "claim_id": pl.Int64, "modality": pl.Utf8, "language": pl.Utf8,
+                "gold": pl.Float64, "pred": pl.Float64}
+
+
+def inputs_payload(data: dict) -> dict:
+    """What the JSON keeps beside the board so that ``veritas leaderboard`` can recompute any window."""
+    return {k: v for k, v in data.items() if k != "rows"}
+
+
+def load_inputs(store: StoreResource) -> dict:
+    """The latest leaderboard's inputs: the per-claim rows (Parquet) and the registry, counts and contamination (JSON)."""
+    if not store.has_table(PAIRS_TABLE, SCOPE):
+        raise FileNotFoundError(f"no leaderboard in {store.location}: materialize it first "
+                                "(`veritas leaderboard --materialize`)")
+    payload = json.loads(store.get_bytes(f"{REPORT_DIR}/leaderboard.json"))
+    return {**payload["inputs"], "rows": store.read_table(PAIRS_TABLE, SCOPE).to_dicts()}
+
+
+def text_ranking(board: dict) -> str:
+    """The ranking as a fixed-width table: rank, system, cut-off, quarters used, claims, metrics and the MSE interval."""
+    def fmt(v, digits=4):
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    w = board["window"]
+    rank_window = w["rank_window"]
+    lines = [f"leaderboard {w['from'] or '-'}..{w['to'] or '-'}, ranked by integrity MSE on "
+             f"{'the quarters after each cut-off' if rank_window == 'clean' else 'every quarter'} "
+             f"({int(w['confidence'] * 100)}% bootstrap intervals)",
+             f"{'rank':>4} {'system':24} {'cut-off':10} {'quarters':>8} {'n':>5} {'MSE':>7} {'MSE interval':>17} "
+             f"{'MAE':>7} {'acc3':>7} {'acc7':>7} {'flagged':>7}"]
+    for s in board["systems"]:
+        m = s["windows"][rank_window]
+        ci = m["ci"]["mse"]
+        lines.append(f"{s['rank'] or '-':>4} {s['name'][:24]:24} {s['knowledge_cutoff']:10} {len(m['quarters']):>8} "
+                     f"{m['n']:>5} {fmt(m['mse']):>7} {(f'[{ci[0]:.4f}, {ci[1]:.4f}]' if ci else '-'):>17} "
+                     f"{fmt(m['mae']):>7} {fmt(m['acc3']):>7} {fmt(m['acc7']):>7} {fmt(m['flagged_share'], 3):>7}")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(store: StoreResource, data: dict, board: dict, run_id: str = "") -> dict:
+    """The board table and the per-claim rows as Parquet versions, the JSON report and the page."""
+    from assets.evaluation.leaderboard_page import render_page
+
+    table = board_table(board)
+    version = store.write_table(TABLE, SCOPE, table, run_id)
+    store.write_table(PAIRS_TABLE, SCOPE, pl.DataFrame(data["rows"], schema=PAIRS_SCHEMA), run_id)
+    json_path = store.write_json(f"{REPORT_DIR}/leaderboard.json", {"board": board, "inputs": inputs_payload(data),
+                                                                     "version": version})
+    page = render_page(board).encode()
+    if store.is_s3:  # the page goes where the JSON report went
+        store.put_bytes(f"{REPORT_DIR}/leaderboard.html", page, "text/html")
+    html_path = json_path.parent / "leaderboard.html"
+    atomic_write(html_path, page)
+    return {"table": table, "version": version, "json": json_path, "html": html_path}
+
+
+@dg.asset(
+    group_name="evaluation",
+    kinds={"parquet", "json", "html", "python"},
+    deps=["evaluation"],
+    description="Every registered system (systems/) on every released quarter: MSE, MAE, 3/7-bin accuracy and claims "
+                "per quarter, per modality and per language; pooled over the quarters after each system's knowledge "
+                "cut-off (clean) and before, with bootstrap intervals; the share of claims the contamination check "
+                "flagged. Parquet, JSON and a self-contained HTML page.",
+)
+def leaderboard(context: dg.AssetExecutionContext, store: StoreResource, pipeline: PipelineResource) -> dg.MaterializeResult:
+    systems = load_systems(pipeline.systems_dir)
+    quarters = release_quarters(store)
+    if not quarters:
+        raise dg.Failure(f"no release in {store.location}: materialize release, predictions and evaluation first")
+    data = collect(store, systems, quarters)
+    board = compute_board(data, resamples=pipeline.bootstrap_resamples)
+    out = write_outputs(store, data, board, context.run_id)
+    missing = [f"{s['name']}:{q}" for s in board["systems"] for q, v in s["quarters"].items() if not v["predicted"]]
+    if missing:
+        context.log.warning(f"leaderboard: no predictions for {', '.join(missing)}")
+    best = board["systems"][0]
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": out["table"].height, "version": out["version"], "systems": len(systems),
+        "quarters": ", ".join(board["all_quarters"]), "claims_scored": len(data["rows"]),
+        "missing": ", ".join(missing) or "none",
+        "leader": f"{best['name']} (MSE {best['windows']['all']['mse']})" if best["rank"] else "none",
+        "report": dg.MetadataValue.path(str(out["json"])), "page": dg.MetadataValue.path(str(out["html"])),
+        "ranking": dg.MetadataValue.md(f"```\n{text_ranking(board)}```"),
+    })
