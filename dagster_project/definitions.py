@@ -11,7 +11,7 @@ import dagster as dg  # noqa: E402
 
 from assets.scraping.appearances import appearances  # noqa: E402
 from assets.scraping.articles import articles  # noqa: E402
-from assets.evaluation import evaluation  # noqa: E402
+from assets.evaluation.evaluation import evaluation  # noqa: E402
 from assets.claims.normalized_claims import normalized_claims  # noqa: E402
 from assets.evaluation.predictions import predictions  # noqa: E402
 from assets.claims.rectified_claims import rectified_claims  # noqa: E402
