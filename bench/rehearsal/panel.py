@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from bench.rehearsal.quarter import claim_key
+from bench.rehearsal.records import claim_key
 from tests.openai_stub import OpenAIStub
 
 SIMULATED = "simulated"
@@ -272,6 +272,11 @@ class Panel:
             self.answered_keys[key] += 1
         return 200, message, {"x-simulated": "true"}, {"model": member.model, "usage": usage,
                                                           "system_fingerprint": SIMULATED}
+
+    def forget_answers(self) -> None:
+        """Start counting repeated answers afresh (e.g. before a run on a cold cache)."""
+        with self.lock:
+            self.answered_keys.clear()
 
     def counters(self) -> dict:
         with self.lock:

@@ -22,6 +22,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak
+from bench.rehearsal.records import claim_key
 from demo.build_snapshot import (
     CHROME,
     CONTEXT,
@@ -170,11 +171,6 @@ def rectified_text(claim: str, language: str) -> str:
     template = RECTIFY_TEMPLATE.get(language, RECTIFY_TEMPLATE["en"])
     body = claim[0].lower() + claim[1:] if language == "en" and claim[1:2].islower() else claim
     return template.format(claim=body.rstrip(" .")) + "."
-
-
-def claim_key(text: str) -> str:
-    """How the panel finds a claim in a prompt: whitespace-normalised, case-folded text."""
-    return " ".join(text.split()).casefold()
 
 
 # ------------------------------------------------------------------------------ pages

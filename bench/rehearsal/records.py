@@ -28,6 +28,11 @@ PILS_DOMAIN = {"factly": "factly.in", "pesacheck": "pesacheck.org", "211org": "f
 MAX_PART_CHARS = 1200  # one paragraph of article text
 
 
+def claim_key(text: str) -> str:
+    """How the panel finds a claim in a prompt: whitespace-normalised, case-folded text."""
+    return " ".join(text.split()).casefold()
+
+
 def _host(url: str) -> str:
     url = re.sub(r"^https?://web\.archive\.org/web/[^/]+/", "", url or "")
     return (urlsplit(url).hostname or "").lower().removeprefix("www.")

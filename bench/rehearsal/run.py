@@ -8,21 +8,24 @@ from pathlib import Path
 
 import yaml
 
-from bench.rehearsal.quarter import BIN3, DECISIVE, claim_key
+from bench.rehearsal.quarter import BIN3, DECISIVE
+from bench.rehearsal.records import claim_key
 from bench.rehearsal.panel import MEDIA_REF, PanelServer
 
 PLANTED_SCORE = {"intact": 1.0, "compromised": -1.0, "unknown": 0.0}
 
 
 def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, release_size: int, parallel_claims: int = 1,
-                 max_parallel: int = 4, timeout_s: float = 30, stages: dict | None = None) -> str:
-    """A veritas.yaml for the simulated quarter: its feed, its WARC replayed, the panel as the ensemble."""
+                 max_parallel: int = 4, timeout_s: float = 30, stages: dict | None = None, data_dir: Path | None = None,
+                 cache_path: Path | None = None) -> str:
+    """A veritas.yaml (in ``folder``) for the simulated quarter: its feed, its WARC replayed, the panel as the
+    ensemble; the data dir is ``folder``/data unless given, the LLM cache is in it unless given."""
     cfg = {
-        "data_dir": str(folder / "data"),
+        "data_dir": str(data_dir or folder / "data"),
         "sources": [{"kind": "datafeed", "path": str(quarter_dir / "feed.json")}],
         "web": {"mode": "replay", "warc_paths": [str(quarter_dir / "pages.warc.gz")]},
         "llm": {"members": server.llm_members(max_parallel=max_parallel), "parallel_claims": parallel_claims,
-                "timeout_s": timeout_s},
+                "timeout_s": timeout_s, **({"cache_path": str(cache_path)} if cache_path else {})},
         "store": {},
         "stages": {"release_size": release_size, **(stages or {})},
     }
@@ -33,6 +36,7 @@ def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, releas
 
 
 def latest_release(data_dir: Path, quarter: str) -> Path:
+    """The quarter's latest release folder under a config's data dir (the store is its data/ folder)."""
     root = Path(data_dir) / "data" / "releases" / quarter
     return root / Path((root / "LATEST").read_text().strip()).name
 
