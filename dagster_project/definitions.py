@@ -36,12 +36,12 @@ PIPELINE_ASSETS = [
 JOB_ASSETS = [predictions, evaluation]
 ALL_ASSETS = SNAPSHOT_ASSETS + PIPELINE_ASSETS + JOB_ASSETS
 ASSET_NAMES = [a.key.path[-1] for a in PIPELINE_ASSETS + JOB_ASSETS]  # the quarter stages in order: --until, funnel
+BOARD_ASSETS = [leaderboard]  # not partitioned: every quarter's evaluation feeds it
 
 
 def with_snapshot(names: list[str]) -> list[str]:
     """A selection of quarter stages, with the sources' snapshot in front when it holds reviews (its reader)."""
     return ["review_snapshot", *names] if "reviews" in names else list(names)
-BOARD_ASSETS = [leaderboard]  # not partitioned: every quarter's evaluation feeds it
 
 
 def build_resources(config: dict) -> dict:

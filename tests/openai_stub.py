@@ -7,16 +7,17 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-# responder(mode, request body) -> (HTTP status, assistant content or error payload[, extra headers])
+# responder(mode, request body) -> (HTTP status, assistant content or error payload[, extra headers[, overrides]])
 # A 200 content may also be a dict: the whole assistant message (e.g. {"content": None, "refusal": "..."}).
+# overrides replace fields of the completion body (e.g. "model", "usage").
 Responder = Callable[[str, dict], tuple]
 
 
 class OpenAIStub:
     """Serves POST /<mode>/v1/chat/completions on 127.0.0.1; every request is recorded."""
 
-    def __init__(self, responder: Responder):
-        self.requests: list[tuple[str, dict]] = []
+    def __init__(self, responder: Responder, record: bool = True):
+        self.requests: list[tuple[str, dict]] = []  # kept only when record is set (a long run counts elsewhere)
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -29,9 +30,11 @@ class OpenAIStub:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 mode = self.path.strip("/").split("/")[0]
-                stub.requests.append((mode, body))
+                if record:
+                    stub.requests.append((mode, body))
                 status, content, *extra = responder(mode, body)
                 headers = extra[0] if extra else {}
+                overrides = extra[1] if len(extra) > 1 else {}
                 if status != 200:
                     return self._send(status, content, headers)
                 message = {"role": "assistant", **(content if isinstance(content, dict) else {"content": content})}
@@ -39,6 +42,7 @@ class OpenAIStub:
                     "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": "stub-model",
                     "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                    **overrides,
                 }, headers)
 
             def _send(self, code, obj, headers=None):
@@ -51,7 +55,10 @@ class OpenAIStub:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # a burst of parallel clients must not overflow the listen backlog
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 

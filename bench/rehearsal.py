@@ -1,0 +1,172 @@
+"""Issue 13 bench, the dress rehearsal: a simulated quarter through every stage, against a simulated model panel.
+
+    .venv/bin/python bench/rehearsal.py [--reviews 4000] [--release-size 1000] [--latency 0.5]
+                                        [--parallel-claims 8] [--max-parallel 8] [--out DIR] [--skip-kill]
+
+1. Generates the quarter (bench/rehearsal/quarter.py) from ../shared/data and starts the panel on loopback.
+2. Runs each stage in its own process through Dagster and prints, per stage: wall time, peak RSS, CPU time,
+   panel calls, tokens, cost, and CPU per model call.
+3. The release: size, Intact = Compromised, Unknown share, media share, both variants, 3-bin and category
+   accuracy and MSE against the planted truth; then once more with the tie order swapped (must drop).
+4. Concurrency efficiency of scored_claims: calls/s over (calls in flight allowed / panel median latency).
+5. A warm re-run (every stage): 0 panel calls.
+6. kill -9 in the middle of scored_claims on a cold cache, re-run: the release is byte-identical and the panel
+   answered no request twice.
+Everything here is simulated and says so; only loopback is used.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.rehearsal.panel import PanelConfig, PanelServer  # noqa: E402
+from bench.rehearsal.quarter import QuarterConfig, generate  # noqa: E402
+from bench.rehearsal.records import load_records  # noqa: E402
+from bench.rehearsal.run import agreement, latest_release, write_config  # noqa: E402
+
+STAGES = ["reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
+          "rectified_claims", "release", "predictions", "evaluation"]
+ENV = {**os.environ, "VERITAS_SIM_KEY": "sk-simulated", "PYTHONPATH": str(ROOT)}
+
+
+def run_stage(config: str, quarter: str, stage: str, *extra: str, kill_after=None) -> dict:
+    """One stage in a child process; its wall time, CPU time and peak RSS (from wait4)."""
+    t0 = time.monotonic()
+    child = subprocess.Popen([sys.executable, "-m", "bench.rehearsal.stage", config, quarter, stage, *extra],
+                             env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if kill_after is not None:
+        while child.poll() is None and not kill_after():
+            time.sleep(0.2)
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+    _, status, usage = os.wait4(child.pid, 0)
+    err = child.stderr.read().decode(errors="replace")
+    return {"stage": stage, "ok": os.waitstatus_to_exitcode(status) == 0, "killed": os.WIFSIGNALED(status),
+            "wall_s": time.monotonic() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mb": usage.ru_maxrss / 1024, "stderr_tail": err[-1500:]}
+
+
+def ledger(cache: Path, stage: str) -> dict:
+    if not cache.exists():
+        return {"calls": 0, "model_calls": 0, "tokens": 0, "cost": 0.0}
+    with sqlite3.connect(cache) as db:
+        row = db.execute("SELECT COUNT(*), COALESCE(SUM(cache_hit=0),0), COALESCE(SUM(prompt_tokens+completion_tokens),0),"
+                         " COALESCE(SUM(cost_usd),0) FROM llm_ledger WHERE stage=?", (stage,)).fetchone()
+    return {"calls": row[0], "model_calls": row[1], "tokens": row[2], "cost": row[3]}
+
+
+def release_digest(folder: Path) -> dict[str, str]:
+    """sha256 of every release file but the manifest and the zip (they carry the run's time and version)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "manifest.json" and p.suffix != ".zip"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reviews", type=int, default=4000)
+    ap.add_argument("--release-size", type=int, default=1000)
+    ap.add_argument("--latency", type=float, default=0.5, help="panel median latency (s)")
+    ap.add_argument("--parallel-claims", type=int, default=8)
+    ap.add_argument("--max-parallel", type=int, default=8, help="per member")
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--skip-kill", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out or tempfile.mkdtemp(prefix="veritas-rehearsal-"))
+    quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed)
+    q = quarter_cfg.quarter
+    print(f"SIMULATED quarter {q}: {args.reviews} reviews, release {args.release_size}, panel median "
+          f"{args.latency * 1000:.0f} ms, parallel_claims {args.parallel_claims}, max_parallel {args.max_parallel}; in {out}")
+    t0 = time.monotonic()
+    qdir = out / "quarter"
+    truth = generate(qdir, quarter_cfg, load_records())
+    print(f"generated in {time.monotonic() - t0:.0f}s: {json.dumps(truth['counts'])}", flush=True)
+
+    panel_cfg = PanelConfig(latency_median_s=args.latency, seed=args.seed)
+    with PanelServer(truth, panel_cfg) as server:
+        panel = server.panel
+        config = write_config(out / "main", qdir, server, release_size=args.release_size,
+                              parallel_claims=args.parallel_claims, max_parallel=args.max_parallel)
+        cache = out / "main" / "data" / "llm_cache.sqlite"
+        print("\nstage                 ok   wall_s  peak_MB   cpu_s  calls  model  tokens     cost_usd  cpu/call_ms")
+        rows = {}
+        for stage in STAGES:
+            before = panel.counters()["served"]
+            r = run_stage(config, q, stage)
+            r["served"] = panel.counters()["served"] - before
+            r.update(ledger(cache, stage))
+            rows[stage] = r
+            per_call = (1000 * r["cpu_s"] / r["model_calls"]) if r["model_calls"] else 0.0
+            print(f"{stage:20s} {'ok' if r['ok'] else 'FAIL':4s} {r['wall_s']:8.1f} {r['peak_rss_mb']:8.0f} "
+                  f"{r['cpu_s']:7.1f} {r['served']:6d} {r['model_calls']:6d} {r['tokens']:7d} {r['cost']:12.4f} {per_call:10.1f}",
+                  flush=True)
+            if not r["ok"]:
+                print(r["stderr_tail"])
+                return 1
+        release = latest_release(out / "main" / "data", q)
+        result = agreement(release, truth)
+        n = max(1, result["claims"])
+        total_calls = sum(r["served"] for r in rows.values())
+        total_cost = sum(r["cost"] for r in rows.values())
+        print(f"\nrelease (SIMULATED): {json.dumps({k: v for k, v in result.items() if k != 'wrong'})}")
+        print(f"calls per released claim {total_calls / n:.1f}, cost per released claim ${total_cost / n:.5f}")
+        print(f"panel: {json.dumps(panel.counters())}")
+        scored = rows["scored_claims"]
+        allowed = min(args.parallel_claims, args.max_parallel * len(panel_cfg.members))
+        achieved = scored["served"] / scored["wall_s"]
+        print(f"concurrency efficiency (scored_claims): {achieved:.2f} calls/s / ({allowed} in flight / "
+              f"{args.latency:.2f} s) = {achieved / (allowed / args.latency) if args.latency else float('nan'):.2f}")
+
+        for stage in ("scored_claims", "rectified_claims", "release"):  # the broken rule, from the cache
+            run_stage(config, q, stage, "--swap-ties")
+        swapped = agreement(latest_release(out / "main" / "data", q), truth)
+        print(f"tie order swapped: accuracy_3bin {swapped['accuracy_3bin']}, accuracy_category "
+              f"{swapped['accuracy_category']}, mse {swapped['mse']} (default order: {result['accuracy_category']})")
+        for stage in ("scored_claims", "rectified_claims", "release"):
+            run_stage(config, q, stage)
+
+        before = panel.counters()["served"]
+        t1 = time.monotonic()
+        warm = [run_stage(config, q, stage) for stage in STAGES]
+        print(f"warm re-run: {'ok' if all(w['ok'] for w in warm) else 'FAIL'}, {panel.counters()['served'] - before} "
+              f"panel calls, {time.monotonic() - t1:.0f}s")
+
+        if not args.skip_kill:
+            # a cold cache for stage 6 on: the same store, so the upstream tables are the main run's
+            kill_dir = out / "kill"
+            kill_dir.mkdir()
+            kill_cfg = write_config(kill_dir, qdir, server, release_size=args.release_size,
+                                    parallel_claims=args.parallel_claims, max_parallel=args.max_parallel,
+                                    data_dir=out / "main" / "data", cache_path=kill_dir / "llm_cache.sqlite")
+            main_digest = release_digest(release)
+            panel.forget_answers()
+            half = scored["served"] // 2
+            start = panel.counters()["served"]
+            killed = run_stage(kill_cfg, q, "scored_claims", kill_after=lambda: panel.counters()["served"] - start >= half)
+            at_kill = panel.counters()["served"] - start
+            again = [run_stage(kill_cfg, q, s) for s in ("scored_claims", "rectified_claims", "release")]
+            after = latest_release(out / "main" / "data", q)
+            same = release_digest(after) == main_digest
+            print(f"kill -9 in scored_claims after {at_kill} calls (killed={killed['killed']}); re-run "
+                  f"{'ok' if all(a['ok'] for a in again) else 'FAIL'}; release byte-identical: {same}; "
+                  f"requests answered twice: {panel.counters()['answered_twice']}")
+    print(f"\ntotal {time.monotonic() - t0:.0f}s (SIMULATED quarter; data in {out})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""A simulated quarter: a DataFeed and a WARC of fact-check pages, posts, archives, images and videos, made from real
+records, with a planted truth per claim. Deterministic from the seed; nothing in it is ever fetched live.
+
+Every review URL lives under ``/veritas-sim/`` on its publisher's own domain and every post id is invented, so the
+pages exist only in the WARC that the web resource replays. What is real: the claim texts, their languages and
+textual ratings, the publishers (all in registry/publishers.csv) and the article paragraphs (AVeriTeC
+justifications, questions and answers; 5Pils provenance notes; Fact Check Tools claims). What is ours: the
+URLs, dates, page chrome, images, videos, failures and the planted truth.
+"""
+
+import csv
+import hashlib
+import io
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+
+import imagehash
+import numpy as np
+from PIL import Image, ImageDraw
+
+from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak
+from bench.rehearsal.records import claim_key
+from demo.build_snapshot import (
+    CHROME,
+    CONTEXT,
+    LINK_SENTENCE,
+    METHOD,
+    Archive,
+    _font,
+    archive_today_page,
+    botwall_page,
+    esc,
+    page_shell,
+    social_page,
+    stamp,
+    video_mp4,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+REGISTRY = ROOT / "registry" / "publishers.csv"
+CATEGORIES = ("intact", "compromised_veracity", "compromised_ooc", "unknown")
+# the property that decides each planted category (ties among equal scores go to context coverage first)
+DECISIVE = {"intact": "context_coverage", "compromised_veracity": "veracity", "compromised_ooc": "contextualization",
+            "unknown": "veracity"}
+BIN3 = {"intact": "intact", "compromised_veracity": "compromised", "compromised_ooc": "compromised", "unknown": "unknown"}
+FAILURES = ("bot_wall", "not_found", "paywall", "too_short")
+# publishers a record without a registered publisher of its own is given, by language
+FALLBACK_PUBLISHERS = {
+    "en": ["politifact.com", "factcheck.org", "fullfact.org", "leadstories.com", "snopes.com", "africacheck.org",
+           "aap.com.au", "factly.in", "pesacheck.org", "newsmeter.in", "dubawa.org", "checkyourfact.com"],
+    "ar": ["misbar.com", "fatabyyano.net", "akhbarmeter.org", "maharat-news.com", "falso.ly", "annir.ly", "arij.net"],
+}
+RECTIFY_TEMPLATE = {"en": "There is no evidence that {claim}", "ar": "لا يوجد دليل على أن {claim}"}
+MAX_CLAIM_WORDS = 55  # the rectified rewrite adds a few words and must stay within 70
+SIM_PATH = "veritas-sim"
+
+
+@dataclass
+class QuarterConfig:
+    quarter: str = "2025Q3"
+    reviews: int = 4000
+    seed: int = 13
+    shares: dict = field(default_factory=lambda: {
+        "intact": 0.30, "compromised_veracity": 0.30, "compromised_ooc": 0.25, "unknown": 0.15})
+    media_share: float = 0.5  # of the claims that are not out of context: a post with an image or a video
+    video_share: float = 0.08  # of the media claims: a short MP4 instead of a photo
+    archive_share: float = 0.3  # articles that also link an archived copy of the post
+    original_dead_share: float = 0.3  # of those: the post itself is gone, only the archive answers
+    near_duplicate_share: float = 0.02  # media claims whose post image is a re-encoded copy of an earlier claim's
+    rates: dict = field(default_factory=lambda: {
+        "bot_wall": 0.02, "not_found": 0.02, "paywall": 0.015, "too_short": 0.015,
+        "dead_appearance": 0.03, "duplicate_review": 0.02})
+
+    @property
+    def year(self) -> int:
+        return int(self.quarter[:4])
+
+    @property
+    def first_day(self) -> date:
+        return date(self.year, 3 * (int(self.quarter[-1]) - 1) + 1, 1)
+
+    @property
+    def partition_key(self) -> str:
+        return self.first_day.strftime("%Y-%m")
+
+
+# ------------------------------------------------------------------------------ media
+class _Archive(Archive):
+    """The demo's WARC builder with a URL set, so that adding a record stays O(1) at quarter size."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: set[str] = set()
+
+    def add(self, url, body, ctype, status=200, reason="OK", extra=()):
+        assert url not in self.urls, url
+        self.urls.add(url)
+        self.records.append((url, status, reason, [("Content-Type", ctype), *extra], body))
+
+    def jpeg(self, url, img):
+        if url not in self.urls:
+            super().jpeg(url, img)
+
+
+class Pictures:
+    """Photos whose perceptual hashes are all far apart (a blurred random colour grid decides the low frequencies
+    pHash reads), and near-duplicates of them on demand (resized, re-encoded)."""
+
+    def __init__(self, min_distance: int = 12):
+        self.min_distance = min_distance
+        self.hashes = np.zeros(0, dtype=np.uint64)
+
+    @staticmethod
+    def _hash(img: Image.Image) -> np.uint64:
+        bits = imagehash.phash(img).hash.flatten()
+        return np.uint64(int("".join("1" if b else "0" for b in bits), 2))
+
+    def photo(self, rng: random.Random, caption: str, size=(320, 240)) -> Image.Image:
+        for _ in range(50):
+            grid = np.frombuffer(rng.randbytes(8 * 12 * 3), np.uint8).reshape(8, 12, 3)
+            img = Image.fromarray(grid).resize(size, Image.BILINEAR)
+            draw = ImageDraw.Draw(img)
+            draw.rectangle([0, size[1] - 30, size[0], size[1]], fill=(0, 0, 0))
+            draw.text((10, size[1] - 26), caption[:50], fill=(255, 255, 255), font=_font(18))
+            h = self._hash(img)
+            xor = np.bitwise_xor(self.hashes, h)
+            distances = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1) if len(xor) else [64]
+            if min(distances) >= self.min_distance:
+                self.hashes = np.append(self.hashes, h)
+                return img
+        raise RuntimeError("could not draw a photo far enough from the others")
+
+    @staticmethod
+    def near_duplicate(img: Image.Image, scale: float = 0.85) -> bytes:
+        small = img.resize((int(img.width * scale), int(img.height * scale)), Image.BILINEAR)
+        buf = io.BytesIO()
+        small.save(buf, "JPEG", quality=70)
+        return buf.getvalue()
+
+
+# ------------------------------------------------------------------------------ records
+def registry_domains(path: Path = REGISTRY) -> dict[str, str]:
+    """Registered domain -> publisher name."""
+    out = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            for d in row["domains"].split(";"):
+                if d:
+                    out[d.lower()] = row["name"]
+    return out
+
+
+def _registered(host: str, domains: dict[str, str]) -> str:
+    labels = host.split(".")
+    for i in range(len(labels) - 1):
+        if ".".join(labels[i:]) in domains:
+            return ".".join(labels[i:])
+    return ""
+
+
+def fits(claim: str, language: str) -> bool:
+    """A claim the pipeline can carry as written: short, at most two sentences, no verdict word."""
+    return (20 <= len(claim) and count_words(claim) <= MAX_CLAIM_WORDS and count_sentences(claim) <= 2
+            and not verdict_leak(claim, language) and '"' not in claim)
+
+
+def rectified_text(claim: str, language: str) -> str:
+    template = RECTIFY_TEMPLATE.get(language, RECTIFY_TEMPLATE["en"])
+    body = claim[0].lower() + claim[1:] if language == "en" and claim[1:2].islower() else claim
+    return template.format(claim=body.rstrip(" .")) + "."
+
+
+# ------------------------------------------------------------------------------ pages
+def _paragraphs(rec: dict, others: list[dict], rng: random.Random, target: int) -> list[str]:
+    """Real paragraphs for the article: the record's own, then other records' of the same language."""
+    out = list(rec["parts"])
+    pool = [o for o in others if o["language"] == rec["language"]]
+    while sum(len(p) for p in out) < target and pool:
+        other = pool[rng.randrange(len(pool))]
+        out.extend(other["parts"][:2] or [other["claim"] + (" " + other["title"] if other["title"] else "")])
+    return out
+
+
+def fact_check_page(rec: dict, review: dict, post_url: str, archive_url: str, figures: dict, others: list[dict],
+                    rng: random.Random) -> str:
+    lang = rec["language"] if rec["language"] in CHROME else "en"
+    c = CHROME[lang]
+    org = review["author"]["name"]
+    links = [LINK_SENTENCE[lang]["post"].format(u=esc(post_url))]
+    if archive_url:
+        links.append(LINK_SENTENCE[lang]["archive"].format(u=esc(archive_url)))
+    paras = _paragraphs(rec, others, rng, rng.randrange(1500, 9000))
+    half = max(1, len(paras) // 2)
+    body = [figures.get("hero", ""), f"<p><strong>{esc(rec['claim'])}</strong></p>",
+            f"<p>{esc(paras[0])} {' '.join(links)}</p>", figures.get("screenshot", "")]
+    body += [f"<p>{esc(p)}</p>" for p in paras[1:half]]
+    body.append("<h2>What we found</h2>")
+    body += [f"<p>{esc(p)}</p>" for p in paras[half:]]
+    body += [f"<p>{esc(METHOD['en'][rng.randrange(len(METHOD['en']))])}</p>",
+             f"<p>{esc(CONTEXT['en'][rng.randrange(len(CONTEXT['en']))])}</p>", figures["stamp"],
+             f"<p>{esc(c['rating'])}: {esc(review['reviewRating']['alternateName'])}</p>"]
+    jsonld = {"@context": "https://schema.org", **review}
+    return page_shell(lang, review["url"], review["name"], rec["claim"], review["datePublished"], org,
+                      "\n".join(b for b in body if b), figures["stamp_url"], [], jsonld)
+
+
+def paywall_page(review: dict, teaser: str) -> str:
+    shell = page_shell("en", review["url"], review["name"], teaser[:150], review["datePublished"],
+                       review["author"]["name"], f"<p>{esc(teaser[:400])}</p><div class=\"paywall\"><p>This article is "
+                       "for subscribers. Already a subscriber? Log in. To continue reading, please subscribe.</p></div>",
+                       "", [])
+    return shell
+
+
+def short_page(review: dict) -> str:
+    return (f"<!DOCTYPE html><html><head><title>{esc(review['name'][:60])}</title></head><body>"
+            f"<p>This fact check has moved.</p></body></html>")
+
+
+def not_found_page() -> str:
+    return ("<!DOCTYPE html><html><head><title>Page not found</title></head><body><h1>404</h1>"
+            "<p>Sorry, the page you are looking for does not exist or has been removed.</p></body></html>")
+
+
+# ------------------------------------------------------------------------------ the quarter
+def pick_records(records: list[dict], config: QuarterConfig, domains: dict[str, str]) -> list[dict]:
+    """config.reviews records that fit, shuffled by the seed; the pool is reused (same claim, another
+    publisher) when the quarter is larger than it."""
+    usable = [r for r in records if fits(r["claim"], r["language"]) and r["language"] in ("en", "ar")]
+    rng = random.Random(config.seed)
+    rng.shuffle(usable)
+    seen, unique = set(), []
+    for r in usable:  # the same claim text twice would be one claim with two truths
+        if claim_key(r["claim"]) not in seen:
+            seen.add(claim_key(r["claim"]))
+            unique.append(r)
+    return [unique[i % len(unique)] for i in range(config.reviews)]
+
+
+def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
+    """Write feed.json, pages.warc.gz and truth.json into ``out_dir``; returns the truth table."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    domains = registry_domains()
+    picked = pick_records(records, config, domains)
+    rng = random.Random(config.seed * 7919 + 1)
+    arch, pictures = _Archive(), Pictures()
+    cats, weights = list(config.shares), list(config.shares.values())
+    truth: dict[str, dict] = {}  # claim key -> planted truth
+    elements, stamps = [], {}
+    post_images: list[Image.Image] = []
+    counts = {"reviews": 0, "feed_elements": 0, **{k: 0 for k in (*FAILURES, "dead_appearance", "duplicate_review",
+                                                                   "videos", "images", "near_duplicates", "media_claims")}}
+    for i, rec in enumerate(picked):
+        key = claim_key(rec["claim"])
+        fresh = key not in truth
+        if fresh:
+            category = rng.choices(cats, weights)[0]
+            media = category == "compromised_ooc" or rng.random() < config.media_share
+            truth[key] = {"claim": rec["claim"], "language": rec["language"], "category": category,
+                          "bin3": BIN3[category], "decisive_property": DECISIVE[category], "media": media,
+                          "video": media and rng.random() < config.video_share,
+                          "rectified": rectified_text(rec["claim"], rec["language"]), "review_urls": [],
+                          "source_id": rec["source_id"]}
+        t = truth[key]
+        host = _registered(rec["domain"], domains) if rec["domain"] else ""
+        if not host or (not fresh and host in {u.split("/")[2] for u in t["review_urls"]}):
+            options = FALLBACK_PUBLISHERS[rec["language"]]
+            host = options[rng.randrange(len(options))]
+        day = config.first_day + timedelta(days=rng.randrange(88))
+        claim_day = max(config.first_day, day - timedelta(days=rng.randrange(10)))
+        slug = hashlib.sha1(f"{config.seed}:{i}".encode()).hexdigest()[:10]
+        url = f"https://{host}/{SIM_PATH}/{day:%Y/%m}/{slug}/"
+        t["review_urls"].append(url)
+        platform = "twitter" if t["video"] else rng.choice(["twitter", "twitter", "facebook", "instagram"])
+        post_id = int(hashlib.sha1(f"post:{config.seed}:{i}".encode()).hexdigest()[:15], 16)
+        post_url = {"twitter": f"https://twitter.com/user{post_id % 99991}/status/{post_id}",
+                    "facebook": f"https://www.facebook.com/user{post_id % 99991}/posts/{post_id}",
+                    "instagram": f"https://www.instagram.com/p/C{slug}/"}[platform]
+        review = {"@type": "ClaimReview", "datePublished": day.isoformat(), "url": url, "claimReviewed": rec["claim"],
+                  "name": rec["title"] or rec["claim"][:110],
+                  "author": {"@type": "Organization", "name": domains[host], "url": f"https://{host}/"},
+                  "reviewRating": {"@type": "Rating", "alternateName": rec["rating"]},
+                  "itemReviewed": {"@type": "Claim", "datePublished": claim_day.isoformat(),
+                                   "author": {"@type": "Person", "name": f"user{post_id % 99991}"}},
+                  "inLanguage": rec["language"]}
+        if rng.random() < 0.4:  # some publishers name the post in their markup, most only link it
+            review["itemReviewed"]["appearance"] = [{"@type": "CreativeWork", "url": post_url}]
+        elements.append({"@type": "DataFeedItem", "dateCreated": f"{day.isoformat()}T12:00:00Z", "item": [review],
+                         "url": url})
+        counts["reviews"] += 1
+        if rng.random() < config.rates["duplicate_review"]:  # a second crawl of the same review
+            elements.append({"@type": "DataFeedItem", "dateCreated": f"{day.isoformat()}T18:00:00Z",
+                             "item": [json.loads(json.dumps(review))], "url": url})
+            counts["duplicate_review"] += 1
+
+        failure = ""
+        draw = rng.random()
+        for kind in FAILURES:
+            draw -= config.rates[kind]
+            if draw < 0:
+                failure = kind
+                break
+        t.setdefault("failures", []).append(failure)
+        if failure:
+            counts[failure] += 1
+            if failure == "bot_wall":
+                arch.html(url, botwall_page(), status=403, reason="Forbidden")
+            elif failure == "not_found":
+                arch.html(url, not_found_page(), status=404, reason="Not Found")
+            elif failure == "paywall":
+                arch.html(url, paywall_page(review, " ".join(rec["parts"][:1]) or rec["claim"]))
+            else:
+                arch.html(url, short_page(review))
+            continue
+
+        # the post (or its absence), its media, and an archived copy
+        site = f"https://{host}"
+        dead = rng.random() < config.rates["dead_appearance"]
+        archived = not dead and rng.random() < config.archive_share
+        original_gone = dead or (archived and rng.random() < config.original_dead_share)
+        post = {"platform": platform, "author": f"user{post_id % 99991}", "text": rec["claim"]}
+        image_url = video_url = None
+        picture = None
+        if t["media"]:
+            counts["media_claims"] += 1
+            if t["video"]:
+                video_url = f"https://video.twimg.com/ext_tw_video/{post_id}/pu/vid/320x240/{slug}.mp4"
+                arch.mp4(video_url, video_mp4(f"rehearsal:{config.seed}:{key}", rec["claim"][:18]))
+                counts["videos"] += 1
+            else:
+                image_url = {"twitter": f"https://pbs.twimg.com/media/S{slug}.jpg",
+                             "facebook": f"https://scontent.xx.fbcdn.net/v/t1.0-9/{slug}_n.jpg",
+                             "instagram": f"https://scontent.cdninstagram.com/v/t51.2885-15/e35/{slug}_n.jpg"}[platform]
+                if post_images and rng.random() < config.near_duplicate_share:  # a picture reused by another claim
+                    picture = post_images[rng.randrange(len(post_images))]
+                    arch.jpeg(image_url, Pictures.near_duplicate(picture, 0.9))
+                    counts["near_duplicates"] += 1
+                else:
+                    picture = pictures.photo(rng, rec["claim"][:40])
+                    post_images.append(picture)
+                    arch.jpeg(image_url, picture)
+                counts["images"] += 1
+        if original_gone:
+            arch.html(post_url, not_found_page(), status=404, reason="Not Found")
+        else:
+            arch.html(post_url, social_page(post_url, post, image_url=image_url, video_url=video_url))
+        archive_url = ""
+        if archived:
+            archive_url = f"https://archive.ph/{slug[:5]}"
+            if archive_url in arch.urls:
+                archive_url = f"https://archive.ph/{slug[:7]}"
+            snap_img = f"https://archive.ph/{slug[:5]}/{slug}.jpg"
+            arch.html(archive_url, archive_today_page(archive_url, post_url, f"{claim_day.isoformat()} 10:15:00",
+                                                      review["name"], rec["claim"], snap_img if picture else ""))
+            if picture is not None:
+                arch.jpeg(snap_img, Pictures.near_duplicate(picture, 0.95))
+        if dead:
+            counts["dead_appearance"] += 1
+
+        # the fact-check page: optional header photo, a screenshot of the post, the publisher's rating graphic
+        lang = rec["language"] if rec["language"] in CHROME else "en"
+        c = CHROME[lang]
+        org = domains[host]
+        stamp_key = (host, rec["rating"])
+        stamp_url = f"{site}/static/img/rating-{hashlib.sha1(rec['rating'].encode()).hexdigest()[:8]}.jpg"
+        if stamp_key not in stamps:
+            stamps[stamp_key] = stamp_url
+            arch.jpeg(stamp_url, stamp(org, rec["rating"][:12], size=(480, 270)))
+        figures = {"stamp_url": stamp_url,
+                   "stamp": f'<figure class="rating"><img src="{stamp_url}" alt="{esc(c["stamp"].format(org=org))}: '
+                            f'{esc(rec["rating"])}" width="480" height="270"><figcaption>{esc(c["rating"])}: '
+                            f'{esc(rec["rating"])}</figcaption></figure>'}
+        if picture is not None:
+            shot_url = f"{site}/wp-content/uploads/{day:%Y/%m}/{slug}-screenshot.jpg"
+            arch.jpeg(shot_url, Pictures.near_duplicate(picture, 0.8))
+            figures["screenshot"] = (f'<figure><img src="{shot_url}" alt="{esc(c["screenshot"].format(org=org))}" '
+                                     f'width="256" height="192"><figcaption>{esc(c["screenshot"].format(org=org))}'
+                                     f'</figcaption></figure>')
+        if rng.random() < 0.5:
+            hero_url = f"{site}/wp-content/uploads/{day:%Y/%m}/{slug}-header.jpg"
+            arch.jpeg(hero_url, pictures.photo(rng, review["name"][:40]))
+            figures["hero"] = f'<img class="hero" src="{hero_url}" alt="{esc(review["name"])}" width="320" height="240">'
+        arch.html(url, fact_check_page(rec, review, post_url, archive_url, figures, picked, rng))
+
+    feed = {"@context": "https://schema.org", "@type": "DataFeed", "dateModified": f"{config.first_day.isoformat()}T00:00:00Z",
+            "name": f"veritas simulated quarter {config.quarter} (seed {config.seed})", "dataFeedElement": elements}
+    counts["feed_elements"] = len(elements)
+    (out_dir / "feed.json").write_text(json.dumps(feed, ensure_ascii=False, indent=0), encoding="utf-8")
+    arch.write(out_dir / "pages.warc.gz")
+    table = {"simulated": True, "config": asdict(config), "counts": counts, "claims": truth}
+    (out_dir / "truth.json").write_text(json.dumps(table, ensure_ascii=False, indent=0), encoding="utf-8")
+    return table

@@ -1,0 +1,83 @@
+"""Running a simulated quarter through the real pipeline, and measuring its release against the planted truth.
+
+Shared by bench/rehearsal.py (full size, panel latency on) and tests/test_rehearsal.py (small, zero latency).
+"""
+
+import json
+from pathlib import Path
+
+import yaml
+
+from bench.rehearsal.quarter import BIN3, DECISIVE
+from bench.rehearsal.records import claim_key
+from bench.rehearsal.panel import MEDIA_REF, PanelServer
+
+PLANTED_SCORE = {"intact": 1.0, "compromised": -1.0, "unknown": 0.0}
+
+
+def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, release_size: int, parallel_claims: int = 1,
+                 max_parallel: int = 4, timeout_s: float = 30, stages: dict | None = None, data_dir: Path | None = None,
+                 cache_path: Path | None = None) -> str:
+    """A veritas.yaml (in ``folder``) for the simulated quarter: its feed, its WARC replayed, the panel as the
+    ensemble; the data dir is ``folder``/data unless given, the LLM cache is in it unless given."""
+    cfg = {
+        "data_dir": str(data_dir or folder / "data"),
+        "sources": [{"kind": "datafeed", "path": str(quarter_dir / "feed.json")}],
+        "web": {"mode": "replay", "warc_paths": [str(quarter_dir / "pages.warc.gz")]},
+        "llm": {"members": server.llm_members(max_parallel=max_parallel), "parallel_claims": parallel_claims,
+                "timeout_s": timeout_s, **({"cache_path": str(cache_path)} if cache_path else {})},
+        "store": {},
+        "stages": {"release_size": release_size, **(stages or {})},
+    }
+    path = folder / "veritas.yaml"
+    path.write_text("# simulated quarter: the model panel is bench/rehearsal/panel.py on loopback\n"
+                    + yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False))
+    return str(path)
+
+
+def latest_release(data_dir: Path, quarter: str) -> Path:
+    """The quarter's latest release folder under a config's data dir (the store is its data/ folder)."""
+    root = Path(data_dir) / "data" / "releases" / quarter
+    return root / Path((root / "LATEST").read_text().strip()).name
+
+
+def planted(claim: dict, truth: dict, by_url: dict) -> tuple[str, str, bool]:
+    """(planted 3-bin label, planted decisive property, is a rectified variant) of one released claim."""
+    t = by_url[claim["review_url"]]
+    if claim_key(MEDIA_REF.sub("", claim["text"])) == claim_key(t["rectified"]):
+        return "intact", DECISIVE["intact"], True
+    return BIN3[t["category"]], t["decisive_property"], False
+
+
+def bin3_of(score: float) -> str:
+    from assets.claims.scored_claims import bin3
+
+    return bin3(score)
+
+
+def agreement(folder: Path, truth: dict) -> dict:
+    """3-bin accuracy, category accuracy (3-bin label and decisive property) and MSE of the released integrity
+    scores against the planted truth; plus the release's balance."""
+    claims = json.loads((folder / "claims.json").read_text())["claims"]
+    by_url = {u: t for t in truth["claims"].values() for u in t["review_urls"]}
+    rows = []
+    for c in claims:
+        label, decisive, rectified = planted(c, truth, by_url)
+        score = c["integrity"]["score"]
+        rows.append({"planted": label, "decisive": decisive, "rectified": rectified, "got": bin3_of(score),
+                     "got_decisive": c["integrity"]["decisive_property"], "score": score,
+                     "media": bool(c["media"]), "review_url": c["review_url"]})
+    n = len(rows) or 1
+    labels = [r["got"] for r in rows]
+    urls = [r["review_url"] for r in rows]
+    return {
+        "claims": len(rows),
+        "intact": labels.count("intact"), "compromised": labels.count("compromised"), "unknown": labels.count("unknown"),
+        "media_share": round(sum(r["media"] for r in rows) / n, 4),
+        "rectified": sum(r["rectified"] for r in rows),
+        "both_variants": len(urls) - len(set(urls)),
+        "accuracy_3bin": round(sum(r["got"] == r["planted"] for r in rows) / n, 4),
+        "accuracy_category": round(sum(r["got"] == r["planted"] and r["got_decisive"] == r["decisive"] for r in rows) / n, 4),
+        "mse": round(sum((r["score"] - PLANTED_SCORE[r["planted"]]) ** 2 for r in rows) / n, 4),
+        "wrong": [r for r in rows if r["got"] != r["planted"] or r["got_decisive"] != r["decisive"]][:5],
+    }

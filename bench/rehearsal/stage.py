@@ -1,0 +1,35 @@
+"""One stage of a quarter in its own process (so that the bench can time it, read its peak RSS, or kill it):
+    python -m bench.rehearsal.stage CONFIG QUARTER STAGE [--swap-ties]
+--swap-ties reverses the decisive order on ties (a deliberately broken rule, to show the agreement drops)."""
+
+import os
+import sys
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def main(argv: list[str]) -> int:
+    import dagster as dg
+
+    from dagster_project.checks import CHECKS
+    from dagster_project.cli import _instance
+    from dagster_project.config import load_config
+    from dagster_project.definitions import ALL_ASSETS, build_resources
+    from dagster_project.partitions import to_key
+    config_path, quarter, stage = argv[:3]
+    if "--swap-ties" in argv:
+        import assets.claims.scored_claims as scoring
+
+        scheme = scoring.label_scheme()
+        scheme["decisive_order"] = list(reversed(scheme["decisive_order"]))
+        scoring.label_scheme = lambda: scheme  # stage 6 and 7 read the scheme through this name
+    config = load_config(config_path)
+    result = dg.materialize([*ALL_ASSETS, *CHECKS], selection=[stage], partition_key=to_key(quarter),
+                            resources=build_resources(config), instance=_instance(config),
+                            tags={"veritas/quarter": quarter, "veritas/simulated": "true"}, raise_on_error=False)
+    return 0 if result.success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
