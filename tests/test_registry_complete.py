@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from assets.ingestion.publisher_registry import REGISTRY_COLUMNS, read_registry_rows, registry_csv
-from assets.ingestion.reviews import ingest
+from assets.ingestion.merging import ingest
 from assets.ingestion.trusted_reviews import filter_trusted, load_registry
 from dagster_project.config import PROJECT_ROOT
 from schemas.records import Review
