@@ -84,6 +84,7 @@ def test_release_is_valid_and_exportable(demo_run, tmp_path):
     assert validate_release(folder) == []
     manifest = json.loads((folder / "manifest.json").read_text())
     assert [m["name"] for m in manifest["models"]] == ["smollm2-t0", "smollm2-t6", "smollm2-t9"]
+    assert manifest["model_diversity"]["distinct_models"] == 1  # the demo's raters are one model (issue 14)
     assert set(manifest["prompt_versions"]) >= {"rate_claim", "rate_media", "normalize_claim", "media_filter"}
     out = export_release(demo_run, "2026Q2", str(tmp_path / "export"))
     assert (out / "claims.json").exists() and (out / "meta.json").exists()

@@ -375,6 +375,15 @@ def size_problems(folder: Path, claims: list[dict], release_size: int | None, me
     return problems
 
 
+def model_diversity(models: list[dict]) -> dict:
+    """Whether the raters are distinct models; members sharing one (the embedded demo's three temperatures of
+    SmolLM2) are not independent raters, and the manifest says so."""
+    distinct = sorted({m["model"] for m in models})
+    note = "" if len(distinct) == len(models) else (
+        f"{len(models)} members share {len(distinct)} model(s): their agreement is not that of independent raters")
+    return {"members": len(models), "distinct_models": len(distinct), "models_distinct": not note, "note": note}
+
+
 def _cost_summary(llm: LLMResource, quarter: str) -> dict:
     """What the quarter's model calls cost, from the ledger (every stage, every run of the quarter)."""
     report = llm.ledger_report(quarter)
@@ -407,6 +416,7 @@ def release(
         "code_version": code_version(),
         "prompt_versions": {p.stem: template_hash(p.stem) for p in sorted(PROMPTS_DIR.glob("[!_]*.j2"))},
         "models": llm.model_set(),
+        "model_diversity": model_diversity(llm.model_set()),
         "llm_cost": _cost_summary(llm, quarter),
         "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
         "selection": report,

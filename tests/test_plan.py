@@ -1,0 +1,108 @@
+"""Issue 14: ``veritas plan --quarter Q`` estimates stages 5-7 and the jobs from the quarter's upstream tables and
+each member's price, next to the ledger's earlier quarters, without making a call.
+
+The upstream tables hold three real Fact Check Tools reviews of the Arabic excerpt (one with two images) and the
+real AFP article text; the ledger holds one real (loopback) call of an earlier quarter."""
+
+import json
+
+import pytest
+import yaml
+
+from assets.ingestion.reviews import ingest
+from dagster_project.cli import main
+from dagster_project.commands.plan import IMAGE_TOKENS
+from dagster_project.resources.llm import EnsembleMember, LLMResource
+from dagster_project.resources.store import StoreResource
+from schemas.frames import to_frame
+from schemas.records import Article, ClaimAppearances, Medium
+from tests.ingest_shapes import FIXTURES
+from tests.openai_stub import OpenAIStub
+from tests.test_llm import MESSAGES, SCHEMA, Rating
+
+TEXT = {"input_cost_per_token": 1e-6, "output_cost_per_token": 4e-6}
+EYES = {"input_cost_per_token": 2e-6, "output_cost_per_token": 8e-6}
+
+
+def _image(i: int) -> Medium:
+    return Medium(medium_id=f"{i:064x}", kind="image", path=f"images/{i}.jpg", source_url=f"https://x.example/{i}.jpg")
+
+
+@pytest.fixture()
+def planned_quarter(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAN_STUB_KEY", "sk-test")
+    claims = json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text(encoding="utf-8"))
+    reviews, _, _ = ingest([("factcheck_api", "gfc.json", claims)], None)
+    reviews = reviews[:3]
+    rows = [ClaimAppearances(**{**r.model_dump(), "quarter": "2025Q4"}, media=[_image(1), _image(2)] if i == 0 else [])
+            for i, r in enumerate(reviews)]
+    body = json.loads((FIXTURES / "afp_B2LA2G3_expected.json").read_text(encoding="utf-8"))
+    text = json.dumps(body, ensure_ascii=False)  # the real article's sections as text: long, real prose
+    articles = [Article(review_id=r.review_id, review_url=r.review_url, final_url=r.review_url, raw_chars=len(text),
+                        text=text, title="t") for r in reviews]
+    store = StoreResource(root=str(tmp_path / "data" / "data"))
+    store.write_table("appearances", "2025Q4", to_frame(rows, ClaimAppearances), "run1")
+    store.write_table("articles", "2025Q4", to_frame(articles, Article), "run1")
+    # an earlier quarter in the ledger: one paid rate_claim answer of 20 completion tokens
+    stub = OpenAIStub(lambda mode, body: (200, '{"category": "positive", "certainty": "certain", "justification": "x"}'))
+    members = [
+        EnsembleMember(name="text", model="openai/text-model", api_base=stub.base("ok"), api_key_env="PLAN_STUB_KEY",
+                       max_tokens=300, **TEXT),
+        EnsembleMember(name="eyes", model="openai/eyes-model", api_base=stub.base("ok"), api_key_env="PLAN_STUB_KEY",
+                       max_tokens=300, vision=True, **EYES),
+    ]
+    llm = LLMResource(members=members, cache_path=str(tmp_path / "data" / "llm_cache.sqlite"))
+    llm.set_quarter("2025Q3")
+    llm.complete_json("text", MESSAGES, SCHEMA, Rating, template_id="rate_claim", template_hash="h", stage="scored_claims")
+    stub.close()  # the plan must not call anyone: the members now point at a closed port
+    config = {"data_dir": str(tmp_path / "data"), "llm": {
+        "members": [m.model_dump() for m in members], "budget_usd": 1.0}}
+    path = tmp_path / "veritas.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path), rows
+
+
+def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
+    config, rows = planned_quarter
+    assert main(["plan", "--config", config, "--quarter", "2025Q4", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    stages = {s["stage"]: s for s in plan["stages"]}
+    # stage 5, first member only: a media-filter call per medium, one normalisation per claim
+    assert stages["normalized_claims"]["by_member"]["text"]["calls"] == 2 + 3
+    assert stages["normalized_claims"]["by_member"]["eyes"]["calls"] == 0
+    # stage 6 (upper bound: every claim kept): per member, a media rating per medium + veracity + coverage
+    six = stages["scored_claims"]
+    assert six["basis"] == "upper bound: all 3 appearances rows kept by stage 5"
+    assert {m: v["calls"] for m, v in six["by_member"].items()} == {"text": 2 + 2 * 3, "eyes": 2 + 2 * 3}
+    # the same prompts; the vision member also pays the two images of claim 0 on each of its 4 calls
+    assert six["by_member"]["eyes"]["prompt_tokens"] - six["by_member"]["text"]["prompt_tokens"] == 4 * 2 * IMAGE_TOKENS
+    # completion tokens: the ledger's average for rate_claim (20), max_tokens (300) for rate_media, never seen
+    assert six["by_member"]["text"]["completion_tokens"] == 2 * 300 + 6 * 20
+    for member, price in (("text", TEXT), ("eyes", EYES)):
+        v = six["by_member"][member]
+        assert v["cost_usd"] == pytest.approx(v["prompt_tokens"] * price["input_cost_per_token"]
+                                              + v["completion_tokens"] * price["output_cost_per_token"])
+    # stage 7 (upper bound: every claim Compromised): rewrite + check by the first member, then a full re-rating
+    seven = stages["rectified_claims"]["by_member"]
+    assert (seven["text"]["calls"], seven["eyes"]["calls"]) == (3 * 2 + 8, 8)
+    # the jobs: closed-book verifier and its judge, once per claim, by the first member
+    assert stages["predictions"]["calls"] == 3 and stages["evaluation"]["calls"] == 3
+    assert plan["total"]["calls"] == 5 + 16 + 22 + 3 + 3
+    assert plan["total"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in plan["stages"]))
+    assert plan["total"]["cost_complete"] is True
+    assert plan["prices_per_m"] == {"text": [1.0, 4.0], "eyes": [2.0, 8.0]}
+    # next to the actual cost of the earlier quarter
+    assert plan["earlier_quarters"] == [{"quarter": "2025Q3", "calls": 1, "model_calls": 1,
+                                         "cost_usd": pytest.approx(100e-6 + 20 * 4e-6),
+                                         "by_stage": {"scored_claims": pytest.approx(100e-6 + 20 * 4e-6)}}]
+    assert (plan["budget_usd"], plan["already_spent_usd"]) == (1.0, 0.0)
+
+
+def test_plan_table_and_missing_upstream(planned_quarter, capsys):
+    config, _ = planned_quarter
+    assert main(["plan", "--config", config, "--quarter", "2025Q4"]) == 0
+    out = capsys.readouterr().out
+    assert "Actual cost of earlier quarters (ledger):" in out and "2025Q3: 1 calls (1 paid)" in out
+    assert "text: $1.000 / $4.000 per million input / output tokens" in out
+    assert main(["plan", "--config", config, "--quarter", "2025Q1"]) == 2
+    assert "no appearances table for 2025Q1" in capsys.readouterr().err
