@@ -269,6 +269,8 @@ def run_stoppable(command: str, work) -> int:
     from dagster_project.resources.llm import request_stop
     from dagster_project.resources.local_llm import stop_all
 
+    if threading.current_thread() is not threading.main_thread():
+        return work()  # only the main thread receives signals (a caller's own thread, e.g. in tests)
     box: dict = {}
     received: list[int] = []
 
