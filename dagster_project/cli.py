@@ -249,7 +249,7 @@ def demo(config_path: str | None) -> int:
     return 0
 
 
-STOP_GRACE_S = 7.0  # after SIGINT/SIGTERM: how long the run may take to record its failure before the hard exit
+STOP_GRACE_S = 5.0  # after a signal: time for the run to record its failure (the servers get 3 s before it)
 
 
 def run_stoppable(command: str, work) -> int:
@@ -263,6 +263,8 @@ def run_stoppable(command: str, work) -> int:
     from dagster_project.resources.llm import request_stop
     from dagster_project.resources.local_llm import stop_all
 
+    if threading.current_thread() is not threading.main_thread():
+        return work()  # only the main thread receives signals (a caller's own thread, e.g. in tests)
     box: dict = {}
     received: list[int] = []
 
@@ -278,13 +280,9 @@ def run_stoppable(command: str, work) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     worker = threading.Thread(target=target, name=f"veritas-{command}", daemon=True)
     worker.start()
-    try:
-        while worker.is_alive() and not received:
-            worker.join(0.2)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if received:
+    while worker.is_alive() and not received:
+        worker.join(0.2)
+    if received:  # our handler stays: a second Ctrl-C during the stop changes nothing
         name = signal.Signals(received[0]).name
         request_stop(f"{name} received")
         servers = stop_all()
@@ -294,6 +292,8 @@ def run_stoppable(command: str, work) -> int:
               f"from there.", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(128 + received[0])  # worker threads may still wait on a remote model: do not wait for them
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
     if "error" in box:
         raise box["error"]
     return box["rc"]
