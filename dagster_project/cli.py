@@ -6,7 +6,6 @@ import json
 import math
 import os
 import pkgutil
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -194,23 +193,6 @@ def format_range(reports: list[dict]) -> str:
     return "\n\n".join(blocks)
 
 
-def export_release(config_path: str | None, quarter: str, out: str) -> Path:
-    from dagster_project.config import load_config
-    from dagster_project.definitions import build_resources
-    from dagster_project.partitions import to_label
-
-    store = build_resources(load_config(config_path))["store"]
-    label = to_label(quarter)
-    folder = store.latest_release(label)
-    if folder is None:
-        raise SystemExit(f"no release for {label}: run `veritas run --quarter {label}` first")
-    target = Path(out) / label
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(folder, target)
-    return target
-
-
 def demo(config_path: str | None) -> int:
     from assets.release.release import validate_release
     from dagster_project.resources.llm import stop_requested
@@ -343,10 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     p_yields.add_argument("--to", dest="last", help="last quarter of a range (default: the running quarter)")
     p_yields.add_argument("--json", action="store_true", help="print the reports as JSON")
     p_yields.add_argument("--html", metavar="FILE", help="also write the self-contained dashboard page to FILE")
-    p_export = sub.add_parser("export", help="copy a quarter's release to a folder")
-    p_export.add_argument("--quarter", required=True)
-    p_export.add_argument("--out", required=True)
-    extra = [p_run, p_yields, p_export]
+    extra = [p_run, p_yields]
     for module in command_modules():  # each dagster_project/commands/<name>.py adds its own subcommand(s)
         extra.extend(module.register(sub))
     for p in extra:
@@ -361,9 +340,6 @@ def main(argv: list[str] | None = None) -> int:
             return run_stoppable("run", lambda: 0 if run_quarter(args.config, args.quarter, args.until) else 1)
         if args.command == "yields":
             return yields(args)
-        if args.command == "export":
-            print(export_release(args.config, args.quarter, args.out))
-            return 0
     except (ValueError, FileNotFoundError) as err:
         print(f"veritas: {err}", file=sys.stderr)
         return 2

@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from assets.release.release import validate_release
-from dagster_project.cli import collect_yields, export_release, format_funnel, main, run_quarter
+from dagster_project.cli import collect_yields, format_funnel, main, run_quarter
+from dagster_project.commands.export import export_release
 from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.definitions import ASSET_NAMES, build_definitions
 from dagster_project.partitions import quarterly_partitions

@@ -3,7 +3,7 @@
 Per claim and model: (1) the model writes a fact-check article from memory; (2) evidence statements are
 extracted (by the extractor model) from that article and from the real fact-check article; (3) Hungarian
 matching over METEOR (or any pairwise scorer, e.g. embedding cosine) gives the share of the real article's
-evidence the model reproduced (``evidence_scoring.contamination_score``); (4) claims at or above the
+evidence the model reproduced (``evidence_scoring.contamination_score``); (4) claims above the
 threshold are flagged as potentially contaminated for that model.  ``controlled_ids`` is the
 contamination-controlled subset, one filter away.
 """

@@ -18,6 +18,7 @@ from assets.common import StageYield, load_upstream, quarter_of_context, stage_a
 from assets.media import MediaStore, phash_distance
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.scored_claims import EPS, bin3
+from assets.release.card import write_release_card
 from dagster_project.config import PROJECT_ROOT, PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
@@ -247,6 +248,7 @@ def write_release(
     (folder / "claims.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False))
     release_frame(claims, flags).write_parquet(folder / "claims.parquet")
     write_zip(folder, f"veritas_{quarter}.zip")
+    write_release_card(folder, quarter, provenance.get("version", ""))  # media.parquet, croissant.json, README.md
     manifest = {
         **provenance,
         "quarter": quarter,

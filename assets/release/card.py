@@ -1,0 +1,207 @@
+"""A release that loads anywhere: Croissant 1.0 metadata (``croissant.json``), a Hugging Face dataset card
+(``README.md``) and the ``veritas export --format hf`` folder.
+
+Plain functions, no Dagster.  The Croissant file is written as plain JSON-LD (importing mlcroissant costs
+seconds of CPU); the tests validate it and load the claims with mlcroissant.
+"""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+#: The AVeriTeC and AVerImaTeC benchmarks this one follows are released under CC BY-NC 4.0.
+LICENSE = "cc-by-nc-4.0"
+LICENSE_URL = "https://creativecommons.org/licenses/by-nc/4.0/"
+CROISSANT_1_0 = "http://mlcommons.org/croissant/1.0"
+LABELS = {
+    "intact": "integrity score above 1/3: the claim's text, media and context hold up",
+    "unknown": "integrity score from -1/3 to 1/3: not enough information (meta.json counts it as nei)",
+    "compromised": "integrity score below -1/3: false, manipulated or out of context",
+}
+MEDIA_COLUMNS = {"claim_id": pl.Int64, "medium_id": pl.Int64, "type": pl.Utf8, "file_path": pl.Utf8,
+                 "authenticity": pl.Float64, "contextualization": pl.Float64}
+
+# Croissant 1.0's JSON-LD context (the vocabulary of the specification).
+_CONTEXT = {
+    "@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
+    "cr": "http://mlcommons.org/croissant/", "rai": "http://mlcommons.org/croissant/RAI/",
+    "dct": "http://purl.org/dc/terms/", "citeAs": "cr:citeAs", "column": "cr:column",
+    "conformsTo": "dct:conformsTo", "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"}, "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract", "field": "cr:field", "fileProperty": "cr:fileProperty", "fileObject": "cr:fileObject",
+    "fileSet": "cr:fileSet", "format": "cr:format", "includes": "cr:includes", "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath", "key": "cr:key", "md5": "cr:md5", "parentField": "cr:parentField", "path": "cr:path",
+    "recordSet": "cr:recordSet", "references": "cr:references", "regex": "cr:regex", "repeated": "cr:repeated",
+    "replace": "cr:replace", "separator": "cr:separator", "source": "cr:source", "subField": "cr:subField",
+    "transform": "cr:transform",
+}
+# (column, Croissant data type, description) of claims.parquet, as release_frame writes it.
+_CLAIM_FIELDS = (
+    ("id", "sc:Integer", "claim id, unique within the quarter"),
+    ("text", "sc:Text", "the claim; <image:N>/<video:N> point at media ids"),
+    ("date", "sc:Text", "the claim's date (ISO 8601), when known"),
+    ("language", "sc:Text", "language code of the claim"),
+    ("review_url", "sc:URL", "the fact-check article"),
+    ("veracity", "sc:Float", "veracity score in [-1, 1]"),
+    ("context_coverage", "sc:Float", "context coverage score in [-1, 1]"),
+    ("integrity", "sc:Float", "integrity score in [-1, 1]: the lowest of the property scores"),
+    ("decisive_property", "sc:Text", "the property that holds the integrity score"),
+    ("label", "sc:Text", "intact, unknown or compromised (integrity binned at -1/3 and 1/3)"),
+    ("n_images", "sc:Integer", "number of images"),
+    ("n_videos", "sc:Integer", "number of videos"),
+)
+_MEDIA_FIELDS = (
+    ("claim_id", "sc:Integer", "the claim that shows the medium"),
+    ("medium_id", "sc:Integer", "medium id, unique within the quarter"),
+    ("type", "sc:Text", "image or video"),
+    ("file_path", "sc:Text", "the file, relative to the release folder (images/N.jpg, videos/N.mp4)"),
+    ("authenticity", "sc:Float", "authenticity score in [-1, 1]"),
+    ("contextualization", "sc:Float", "contextualization score in [-1, 1]"),
+)
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def media_frame(claims: list[dict]) -> pl.DataFrame:
+    """One row per (claim, medium) of a release's claims.json records."""
+    def score(v):
+        return None if v is None else v["score"]
+
+    rows = [{"claim_id": c["id"], "medium_id": m["id"], "type": m["type"], "file_path": m["file_path"],
+             "authenticity": score(m.get("authenticity")), "contextualization": score(m.get("contextualization"))}
+            for c in claims for m in c.get("media", [])]
+    return pl.DataFrame(rows, schema=MEDIA_COLUMNS, orient="row")
+
+
+def _file(name: str, folder: Path, fmt: str, description: str) -> dict:
+    return {"@type": "cr:FileObject", "@id": name, "name": name, "description": description,
+            "contentUrl": name, "encodingFormat": fmt, "sha256": sha256(folder / name)}
+
+
+def _fields(record_set: str, file_id: str, specs) -> list[dict]:
+    return [{"@type": "cr:Field", "@id": f"{record_set}/{col}", "name": col, "description": text, "dataType": kind,
+             "source": {"fileObject": {"@id": file_id}, "extract": {"column": col}}} for col, kind, text in specs]
+
+
+def croissant(folder: Path, quarter: str, release_version: str = "") -> dict:
+    """Croissant 1.0 metadata of a release folder: the files with their SHA-256, the media files as file sets
+    inside the checksummed zip, and the record sets ``claims`` and ``media`` (media.parquet, keyed to claims)."""
+    meta = json.loads((folder / "meta.json").read_text())
+    zip_name = f"veritas_{quarter}.zip"
+    distribution = [
+        _file("claims.parquet", folder, "application/x-parquet", "one row per claim"),
+        _file("media.parquet", folder, "application/x-parquet", "one row per medium of a claim"),
+        _file("claims.json", folder, "application/json", "the claims in the VeriTaS format"),
+        _file("meta.json", folder, "application/json", "year, quarter and counts"),
+        _file(zip_name, folder, "application/zip", "meta.json, claims.json, images/ and videos/ in one archive"),
+        {"@type": "cr:FileSet", "@id": "images", "name": "images", "description": "the images (JPEG)",
+         "containedIn": {"@id": zip_name}, "encodingFormat": "image/jpeg", "includes": "images/*.jpg"},
+        {"@type": "cr:FileSet", "@id": "videos", "name": "videos", "description": "the videos (MP4)",
+         "containedIn": {"@id": zip_name}, "encodingFormat": "video/mp4", "includes": "videos/*.mp4"},
+    ]
+    media_fields = _fields("media", "media.parquet", _MEDIA_FIELDS)
+    media_fields[0]["references"] = {"field": {"@id": "claims/id"}}
+    counts = meta["claim_counts"]
+    return {
+        "@context": _CONTEXT,
+        "@type": "sc:Dataset",
+        "conformsTo": CROISSANT_1_0,
+        "name": f"veritas_{quarter}",
+        "description": (f"VeriTaS {quarter}: {counts['total']} multimodal real-world claims with integrity, veracity, "
+                        f"context-coverage and media scores in [-1, 1] ({counts['intact']} intact, "
+                        f"{counts['compromised']} compromised, {counts['nei']} unknown)."),
+        "license": LICENSE_URL,
+        "url": "https://github.com/veritas-benchmark/veritas",
+        "version": f"{meta['year']}.{meta['quarter']}.0",  # Croissant wants MAJOR.MINOR.PATCH; the release id is below
+        "identifier": release_version or f"veritas_{quarter}",
+        "datePublished": f"{meta['year']}-{3 * meta['quarter']:02d}-01",
+        "citeAs": f"VeriTaS quarterly fact-checking benchmark, {quarter} release",
+        "distribution": distribution,
+        "recordSet": [
+            {"@type": "cr:RecordSet", "@id": "claims", "name": "claims", "description": "one record per claim",
+             "key": {"@id": "claims/id"}, "field": _fields("claims", "claims.parquet", _CLAIM_FIELDS)},
+            {"@type": "cr:RecordSet", "@id": "media", "name": "media",
+             "description": "one record per medium of a claim", "field": media_fields},
+        ],
+    }
+
+
+def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str) -> str:
+    """A Hugging Face dataset card: YAML header (license, languages, task categories, one config per quarter
+    and a default config with one split per quarter), then counts and the label scheme.
+
+    ``quarters``: quarter -> meta.json; ``paths``: quarter -> its claims.parquet, relative to the card.
+    ``languages``: read from the claims.parquet files.
+    """
+    languages = sorted({lang for q in quarters for lang in quarters[q]["languages"]})
+    configs = [{"config_name": "default", "default": True,
+                "data_files": [{"split": q, "path": paths[q]} for q in sorted(quarters)]}]
+    configs += [{"config_name": q, "data_files": [{"split": q, "path": paths[q]}]} for q in sorted(quarters)]
+    total = sum(m["claim_counts"]["total"] for m in quarters.values())
+    header = {
+        "license": LICENSE,
+        "language": languages,
+        "multilinguality": "multilingual" if len(languages) > 1 else "monolingual",
+        "task_categories": ["text-classification", "image-classification"],
+        "task_ids": ["fact-checking"],
+        "size_categories": ["n<1K" if total < 1000 else "1K<n<10K" if total < 10_000 else "10K<n<100K"],
+        "pretty_name": title,
+        "configs": configs,
+    }
+    rows = "\n".join(
+        f"| {q} | {m['claim_counts']['total']} | {m['claim_counts']['intact']} | {m['claim_counts']['compromised']} "
+        f"| {m['claim_counts']['nei']} | {m['media_counts']['images']} | {m['media_counts']['videos']} |"
+        for q, m in sorted(quarters.items()))
+    labels = "\n".join(f"- `{k}`: {v}" for k, v in LABELS.items())
+    return (
+        f"---\n{yaml.safe_dump(header, sort_keys=False, allow_unicode=True)}---\n\n# {title}\n\n"
+        "Real-world claims from fact-checking articles, refreshed every quarter so that a model can be scored on "
+        "claims published after its knowledge cut-off. Each quarter is one split (`claims.parquet`, one row per "
+        "claim; media in `images/` and `videos/`, described by `croissant.json`).\n\n"
+        "## Counts\n\n| quarter | claims | intact | compromised | unknown | images | videos |\n"
+        f"|---|---|---|---|---|---|---|\n{rows}\n\n"
+        "## Label scheme\n\nEvery score lies in [-1, 1]. `integrity` is the lowest of the claim's property scores "
+        "(veracity, context coverage, media contextualization); `decisive_property` names it. "
+        f"`label` bins it:\n\n{labels}\n\nIntact and compromised claims are balanced in each quarter.\n\n"
+        f"## License\n\n[CC BY-NC 4.0]({LICENSE_URL}); the claims' texts and media belong to their publishers.\n"
+    )
+
+
+def _quarter_info(folder: Path) -> dict:
+    meta = json.loads((folder / "meta.json").read_text())
+    langs = pl.read_parquet(folder / "claims.parquet", columns=["language"])["language"].drop_nulls().unique()
+    return {**meta, "languages": sorted(langs.to_list())}
+
+
+def write_release_card(folder: Path, quarter: str, version: str = "") -> None:
+    """media.parquet, croissant.json and README.md into a release folder (after claims.parquet and the zip)."""
+    claims = json.loads((folder / "claims.json").read_text())["claims"]
+    media_frame(claims).write_parquet(folder / "media.parquet")
+    (folder / "croissant.json").write_text(json.dumps(croissant(folder, quarter, version), indent=1, ensure_ascii=False))
+    info = {quarter: _quarter_info(folder)}
+    (folder / "README.md").write_text(card_text(info, {quarter: "claims.parquet"}, f"VeriTaS {quarter}"))
+
+
+def export_hf(releases: dict[str, Path], out: Path) -> Path:
+    """A Hugging Face dataset folder: each quarter's release under ``<quarter>/`` and a card whose default
+    config has one split per quarter (``datasets.load_dataset(str(out))``)."""
+    if not releases:
+        raise ValueError("no release to export")
+    out.mkdir(parents=True, exist_ok=True)
+    for quarter, folder in sorted(releases.items()):
+        target = out / quarter
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("README.md"))
+        if not (target / "croissant.json").exists():  # a release made before croissant.json existed
+            write_release_card(target, quarter)
+            (target / "README.md").unlink()
+    info = {q: _quarter_info(out / q) for q in releases}
+    (out / "README.md").write_text(card_text(info, {q: f"{q}/claims.parquet" for q in releases}, "VeriTaS"))
+    return out

@@ -1,0 +1,59 @@
+"""``veritas export``: copy quarters' releases to a folder, as they are or as a Hugging Face dataset folder."""
+
+import argparse
+import shutil
+from pathlib import Path
+
+
+def register(subparsers) -> list[argparse.ArgumentParser]:
+    p = subparsers.add_parser(
+        "export", help="copy quarters' releases to a folder (--format hf: a folder `datasets` loads, a split per quarter)")
+    p.add_argument("--quarter", required=True, nargs="+", help="one or more quarters, e.g. 2025Q3 2025Q4")
+    p.add_argument("--out", required=True)
+    p.add_argument("--format", default="veritas", choices=("veritas", "hf"),
+                   help="veritas: <out>/<quarter>/ as released; hf: the same plus a dataset card README.md whose "
+                        "configs give one split per quarter")
+    p.set_defaults(handler=run)
+    return [p]
+
+
+def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, Path]:
+    from dagster_project.config import load_config
+    from dagster_project.definitions import build_resources
+    from dagster_project.partitions import to_label
+
+    store = build_resources(load_config(config_path))["store"]
+    found = {}
+    for quarter in quarters:
+        label = to_label(quarter)
+        folder = store.latest_release(label)
+        if folder is None:
+            raise SystemExit(f"no release for {label}: run `veritas run --quarter {label}` first")
+        found[label] = folder
+    return found
+
+
+def copy_release(folder: Path, target: Path) -> Path:
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(folder, target)
+    return target
+
+
+def export_release(config_path: str | None, quarter: str, out: str) -> Path:
+    """One quarter's current release copied to ``<out>/<quarter>``."""
+    (label, folder), = latest_releases(config_path, [quarter]).items()
+    return copy_release(folder, Path(out) / label)
+
+
+def run(args: argparse.Namespace) -> int:
+    releases = latest_releases(getattr(args, "config", None), args.quarter)
+    out = Path(args.out)
+    if args.format == "hf":
+        from assets.release.card import export_hf
+
+        print(export_hf(releases, out))
+        return 0
+    for label, folder in releases.items():
+        print(copy_release(folder, out / label))
+    return 0
