@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from assets.evaluation import evaluate, metrics, modality, pairs
+from assets.evaluation.evaluation import evaluate, metrics, modality, pairs
 from schemas.records import PredictedMedium, Prediction, ReleaseClaim
 
 
@@ -115,7 +115,7 @@ def test_hand_computed_metrics_exact():
 
 
 def test_longitudinal_against_the_cutoff():
-    from assets.evaluation import (
+    from assets.evaluation.evaluation import (
         cutoff_position,
         evaluate_quarters,
         quarter_number,

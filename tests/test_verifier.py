@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 from warcio.archiveiterator import ArchiveIterator
 
-from assets.evaluation import evaluation
+from assets.evaluation.evaluation import evaluation
 from assets.evaluation.knowledge import KnowledgeStore, admissible, page_date, wayback_date
 from assets.evaluation.predictions import predictions
 from assets.evaluation.verifier import (

@@ -90,7 +90,7 @@ def _config_cutoff(config_path: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from assets.evaluation import (
+    from assets.evaluation.evaluation import (
         evaluate_quarters,
         find_releases,
         load_predictions,
