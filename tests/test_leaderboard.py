@@ -409,7 +409,7 @@ def chromium(*args, profile: Path) -> subprocess.CompletedProcess:
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={profile}", *args],
-        check=True, timeout=120, capture_output=True, text=True,
+        check=True, timeout=300, capture_output=True, text=True,
     )
 
 
