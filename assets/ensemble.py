@@ -58,10 +58,12 @@ _MEDIA_REF = re.compile(r"<(?:image|video):\d+>")
 @cache
 def _encoding():
     """cl100k_base, read from the copy litellm ships (tiktoken would download it): one yardstick for every model."""
-    import litellm.litellm_core_utils.tokenizers as bundled
+    import importlib.util
 
-    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(bundled.__file__).parent))
     import tiktoken
+
+    litellm_dir = Path(importlib.util.find_spec("litellm").submodule_search_locations[0])  # found, not imported (7 s)
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(litellm_dir / "litellm_core_utils" / "tokenizers"))
 
     return tiktoken.get_encoding("cl100k_base")
 

@@ -3,11 +3,13 @@
 import pytest
 
 from assets.claims.normalized_claims import (
+    LeakVocabulary,
     check_claim_text,
     count_sentences,
     count_words,
     select_media,
     verdict_leak,
+    verdict_phrase,
     with_media_refs,
 )
 from dagster_project.config import PipelineResource
@@ -80,3 +82,40 @@ def test_select_media_filters_dedupes_and_orders():
     reasons = dict(d.split(":", 1) for d in dropped)
     assert reasons == {"logo": "fact_checker_graphic", "stamp": "verdict_stamp", "tiny": "too_small",
                        "photo-copy": "near_duplicate", "p4": "over_limit"}
+
+
+# Real textual ratings (ClaimReview alternateName) of Arabic fact-checkers, from Ghassan-Dib/Arabic-Fact-Checking
+# data/claim_reviews.json @ 7f1cd079 (Google Fact Check Tools records; no license stated, a short excerpt).
+AR_RATINGS = ["مضلل", "fake", "خطأ", "زائف", "خبر كاذب", "صحيح", "خاطئ", "غير صحيح", "صحيح جزئياً", "مش حقيقي",
+              "محتوى ناقص", "سياق ناقص", "لم يعتمد الاتحاد الإفريقي نتيجة هدفين مقابل صفر لصالح المنتخب الليبي"]
+
+
+def test_leak_vocabulary_is_built_from_the_quarters_own_ratings():
+    reviews = [ClaimAppearances(review_id=f"r{i}", review_url="https://misbar.com/x", claim_text="c", quarter="2025Q1",
+                                language="ar", rating_text=r) for i, r in enumerate(AR_RATINGS)]
+    leaks = LeakVocabulary.from_reviews(reviews)
+    assert "مش حقيقي" in leaks.ratings["ar"] and "سياق ناقص" in leaks.ratings["ar"]
+    assert not any(len(w.split()) > 5 for w in leaks.ratings["ar"])  # an explanation is not a verdict phrase
+    claim = "الفيديو مش حقيقي ويظهر انقطاع الكهرباء في أوروبا"  # "the video is not real and shows ..."
+    assert verdict_leak(claim, "ar") == ""  # the label scheme's Arabic list does not know this verdict
+    assert verdict_leak(claim, "ar", leaks) == "مش حقيقي"
+    assert check_claim_text(claim, [], "ar", PIPELINE, leaks) == "verdict_leak"
+    assert verdict_leak("الصورة خطأ", "ar", leaks) == "خطأ"
+    # per language: the Arabic fact-checkers' words are not looked for in other languages' claims
+    assert verdict_leak(claim, "en", leaks) == ""
+
+
+def test_own_rating_and_title_head_leak():
+    # the claim's own rating, whatever the vocabulary says ("Missing context" is in no list)
+    text = "Missing context photo shows the 2024 flood in Valencia."
+    assert verdict_phrase("Missing context. The photo is from 2015") == "missing context"
+    assert verdict_leak(text, "en") == ""
+    assert verdict_leak(text, "en", rating_text="Missing context. The photo is from 2015").casefold() == "missing context"
+    # the head of the fact-check title is its verdict, unless the claim as reviewed says it too (a topic)
+    old = "Old photo shows the 2024 flood in Valencia."
+    title = "Old photo: this does not show the Valencia flood"
+    assert verdict_leak(old, "en", title=title, original="Photo shows the 2024 flood in Valencia").casefold() == "old photo"
+    covid = "COVID-19 vaccines contain microchips."
+    assert verdict_leak(covid, "en", title="COVID-19: vaccines do not contain chips", original=covid) == ""
+    assert verdict_phrase("A title without a head", whole=False) == ""
+    assert check_claim_text(old, [], "en", PIPELINE, None, "", title, "Photo shows the flood") == "verdict_leak"

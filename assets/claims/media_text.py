@@ -22,5 +22,5 @@ def read_text(jpeg: bytes) -> str:
     """The lines of text the OCR finds in one image, top to bottom, joined by newlines ('' for none)."""
     engine = ocr_engine()
     with _LOCK:
-        result, _ = engine(jpeg)
+        result, _ = engine(jpeg, use_cls=False)  # stamps are upright: the angle classifier only costs time
     return "\n".join(line[1] for line in result or [] if float(line[2]) >= MIN_TEXT_SCORE)
