@@ -59,7 +59,7 @@ dev: install
 clean:
 	rm -rf .veritas
 
-# Optional Debian packages some tests use (skipped where absent): Redis for the Celery test, Chromium for the
-# dashboard screenshot, WordNet 3.0 for METEOR synonyms. Needs root.
+# Debian packages some tests use (skipped where absent, except in CI: .ci/run installs them and fails on a skip):
+# Redis for the Celery test, Chromium for the dashboard screenshot, WordNet 3.0 for METEOR synonyms. Needs root.
 system-deps:
 	apt-get install -y --no-install-recommends redis-server chromium wordnet-base
