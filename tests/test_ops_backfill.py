@@ -33,6 +33,11 @@ def instance_of(cfg: str) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(Path(load_config(cfg)["data_dir"]) / "dagster")))
 
 
+def demo_config(folder: Path) -> str:
+    folder.mkdir(parents=True)
+    return write_demo_config(folder)
+
+
 def tables(cfg: str, quarters: list[str]) -> dict:
     store = StoreResource(root=load_config(cfg)["store"]["root"])
     return {(q, t): store.read_table(t, q) for q in quarters for t in TABLES}
@@ -53,9 +58,9 @@ def folder(tmp_path_factory):
 def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(folder):
     from dagster_project.cli import run_quarter
 
-    reference = write_demo_config(folder / "reference")
+    reference = demo_config(folder / "reference")
     assert all(run_quarter(reference, q, until="trusted_reviews") for q in QUARTERS)
-    cfg = write_demo_config(folder / "backfill")
+    cfg = demo_config(folder / "backfill")
     proc = backfill(cfg, "--from", QUARTERS[0], "--to", QUARTERS[-1], "--until", "trusted_reviews")
     out, _ = proc.communicate(timeout=900)
     assert proc.returncode == 0, out
@@ -76,7 +81,7 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
 
 
 def test_cancelling_the_command_cancels_the_backfill_and_stops_the_remaining_quarters(folder):
-    cfg = write_demo_config(folder / "cancel")
+    cfg = demo_config(folder / "cancel")
     proc = backfill(cfg, "--from", "2016Q1", "--to", "2026Q2", "--until", "trusted_reviews")
     store = StoreResource(root=load_config(cfg)["store"]["root"])
     try:
