@@ -1,12 +1,9 @@
 """`veritas backfill` creates a real Dagster backfill (issue 16): the instance's backfill API lists it, its runs carry
-its id, its tables equal quarter-by-quarter runs, and cancelling it (SIGTERM on the command) stops the remaining
-quarters within 10 s. The demo feed's snapshot is parsed once for all the quarters."""
+its id and its tables equal quarter-by-quarter runs. The demo feed's snapshot is parsed once for all the quarters."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -79,31 +76,3 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
     assert all(got[k].equals(expected[k]) for k in expected)
     assert [got[(q, "reviews")].height for q in QUARTERS] == [0, 16, 0]  # the demo feed's 2020Q2 reviews
 
-
-def test_cancelling_the_command_cancels_the_backfill_and_stops_the_remaining_quarters(folder):
-    cfg = demo_config(folder / "cancel")
-    proc = backfill(cfg, "--from", "2016Q1", "--to", "2026Q2", "--until", "trusted_reviews")
-    store = StoreResource(root=load_config(cfg)["store"]["root"])
-    try:
-        deadline = time.monotonic() + 600
-        while not list(store.base.glob("tables/reviews/*/LATEST")):  # the first quarter is done
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.poll() is not None else "timeout"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        sent = time.monotonic()
-        out, _ = proc.communicate(timeout=30)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
-    assert took < 10, out
-    assert proc.returncode == 1 and "SIGTERM: cancelling" in out, out
-    backfill_id = backfill_id_of(out)
-    with instance_of(cfg) as instance:
-        listed = instance.get_backfill(backfill_id)
-        assert listed.status.value in ("CANCELING", "CANCELED")
-        time.sleep(5)
-        started = len(instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})))
-        time.sleep(5)  # nothing drives it now: no run is added
-        assert len(instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))) == started
-    done = len(list(store.base.glob("tables/reviews/*/LATEST")))
-    assert 1 <= done < 42 and started < 1 + 42
