@@ -12,6 +12,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("DAGSTER_GRPC_TIMEOUT_SECONDS", "300")  # read at import: a busy code server answers late
 
 DEMO_QUARTERS = ["2020Q2", "2026Q2"]
 

@@ -4,8 +4,10 @@
 import os
 from pathlib import Path
 
-# runs wait in the instance's queue; as many run at once as there are cores (each run is a process of its own)
-SETTINGS = f"telemetry:\n  enabled: false\nrun_queue:\n  max_concurrent_runs: {os.cpu_count() or 2}\n"
+# runs wait in the instance's queue; as many run at once as there are cores (each run is a process of its own); a
+# code server on a busy machine may take minutes to import the definitions
+SETTINGS = (f"telemetry:\n  enabled: false\nrun_queue:\n  max_concurrent_runs: {os.cpu_count() or 2}\n"
+            "code_servers:\n  local_startup_timeout: 900\n")
 
 
 def apply_pools(instance, config: dict) -> dict[str, int]:

@@ -17,7 +17,7 @@ import dagster as dg
 from dagster_project.partitions import quarter_of, quarterly_partitions, to_key
 
 DEFAULT_CRON = "0 3 8 1,4,7,10 *"  # 03:00 UTC on the 8th day of a quarter: a week for the last quarter's stragglers
-INGESTION = ["reviews", "trusted_reviews"]
+INGESTION = ["review_snapshot", "reviews", "trusted_reviews"]  # the snapshot first: it follows the feed
 FINGERPRINT_TAG = "veritas/inputs"
 KIND_TAG = "veritas/refresh"
 

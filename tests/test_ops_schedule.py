@@ -66,7 +66,7 @@ def check_ticks(schedule, instance, feed, repo):
         ("2025-10", "full"), ("2025-07", "ingestion"), ("2025-04", "ingestion")]
     assert requests[0].asset_selection is None  # the whole job: every stage
     for r in requests[1:]:
-        assert [k.to_user_string() for k in r.asset_selection] == ["reviews", "trusted_reviews"]
+        assert [k.to_user_string() for k in r.asset_selection] == ["review_snapshot", "reviews", "trusted_reviews"]
     fingerprint = requests[0].tags["veritas/inputs"]
     assert {r.tags["veritas/inputs"] for r in requests} == {fingerprint}
     assert {r.run_key for r in requests} == {f"2025Q4-full-{fingerprint}", f"2025Q3-ingestion-{fingerprint}",

@@ -232,6 +232,9 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
         stages = stage_selection(start, until)
         keys = quarter_keys(first, last or quarterly_partitions.get_last_partition_key())
     with workspace(instance) as context:
+        error = context.create_request_context().get_code_location_error("veritas")
+        if error is not None:
+            raise RuntimeError(f"the code location did not load, so no backfill was created: {error.message.strip()}")
         if retry:
             backfill_id = retry_backfill(instance, context, retry)
             graph = context.create_request_context().asset_graph
