@@ -79,12 +79,16 @@ class RefusalError(ValueError):
 class ModelUnavailable(dg.Failure):
     """A member's endpoint is dead (nothing listens, or the embedded server process is gone): the stage stops."""
 
+    stops_stage = True  # map_records lets it through at once instead of counting it as one item's failure
+
     def __init__(self, message: str):
         super().__init__(description=message, allow_retries=False)  # a step retry would meet the same dead endpoint
 
 
 class RunStopped(dg.Failure):
     """The process was asked to stop (SIGINT/SIGTERM): no more model calls, and no stage output is written."""
+
+    stops_stage = True
 
     def __init__(self, message: str):
         super().__init__(description=message, allow_retries=False)
