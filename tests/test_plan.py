@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from assets.ingestion.reviews import ingest
+from assets.ingestion.merging import ingest
 from dagster_project.cli import main
 from dagster_project.commands.plan import IMAGE_TOKENS
 from dagster_project.resources.llm import EnsembleMember, LLMResource
