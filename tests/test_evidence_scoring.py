@@ -168,11 +168,11 @@ def test_nltk_tokens_are_word_tokenize():
 def test_meteor_self_score_and_tokenizer():
     text = "Scoopertino is an imaginary news organization devoted to Apple stories."
     assert es.word_tokens("Don't panic: COVID-19 Ärzte, 2020!") == ["Don't", "panic", "COVID", "19", "Ärzte", "2020"]
-    # The default scorer is plain nltk METEOR on word_tokenize tokens (the final "." counts: n = 12).
-    assert len(es.nltk_tokens(text)) == 12 and es.meteor.tokens == "nltk" and not es.meteor.identical_is_one
-    assert es.meteor(text, text) == pytest.approx(1 - 0.5 / 12**3, abs=1e-12)
+    # The default scorer is plain nltk METEOR on word_tokenize tokens (10 words, and the final "." counts: n = 11).
+    assert len(es.nltk_tokens(text)) == 11 and es.meteor.tokens == "nltk" and not es.meteor.identical_is_one
+    assert es.meteor(text, text) == pytest.approx(1 - 0.5 / 11**3, abs=1e-12)
     assert es.meteor("one", "one") == 0.5  # METEOR's fragmentation penalty at n = 1
-    # The lenient scorer: word tokens only (n = 11) and an identical statement (case aside) exactly 1.0.
+    # The lenient scorer: word tokens only (n = 10) and an identical statement (case aside) exactly 1.0.
     assert es.Meteor(tokens="words")(text, text) == pytest.approx(self_score(text, es.word_tokens), abs=1e-12)
     assert es.lenient_meteor(text, text) == 1.0 and es.lenient_meteor("one", "ONE") == 1.0
     assert es.lenient_meteor(text + " too", text) < 1.0
@@ -199,7 +199,10 @@ def test_official_qa_strings():
         "Where was the claim first published It was first published on Sccopertino"
     ]
     multi = next(q for r in DEV for q in r["questions"] if len(q["answers"]) > 1)
-    assert es.qa_strings(multi) == [multi["question"] + " " + a["answer"] for a in multi["answers"]]
+    assert es.qa_strings(multi) == [
+        multi["question"] + " " + a["answer"] + (f". {a['boolean_explanation']}" if a.get("answer_type") == "Boolean" else "")
+        for a in multi["answers"]
+    ]
     boolean = next(q for r in DEV for q in r["questions"] if q["answers"][0].get("answer_type") == "Boolean")
     a = boolean["answers"][0]
     assert es.qa_strings(boolean) == [f"{boolean['question']} {a['answer']}. {a['boolean_explanation']}"]

@@ -30,7 +30,7 @@ def stub(monkeypatch):
 
 
 def _llm(stub, tmp_path, budget):
-    member = EnsembleMember(name="paid", model="openai/paid-model", api_base=stub.base("ok"),
+    member = EnsembleMember(name="paid", model="openai/paid-model", api_base=stub.base("ok"), context_window=8192,
                             api_key_env="BUDGET_STUB_KEY", **PRICE)
     llm = LLMResource(members=[member], cache_path=str(tmp_path / "cache.sqlite"), budget_usd=budget)
     llm.set_quarter("2025Q4")
