@@ -27,14 +27,16 @@ def test_definitions_load_with_groups_and_quarter_partitions(config_file):
     defs = build_definitions(config_file)
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == set(ASSET_NAMES) | {"review_snapshot"} and len(keys) == 11  # the sources' snapshot feeds reviews
+    # the sources' snapshot feeds reviews; the leaderboard reads every quarter's evaluation
+    assert keys == set(ASSET_NAMES) | {"review_snapshot", "leaderboard"} and len(keys) == 12
     groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
     assert groups["reviews"] == groups["trusted_reviews"] == "ingestion"
     assert groups["articles"] == groups["appearances"] == "scraping"
     assert groups["normalized_claims"] == groups["scored_claims"] == groups["rectified_claims"] == "claims"
     assert groups["predictions"] == groups["evaluation"] == "evaluation"
     for key in graph.get_all_asset_keys():
-        assert graph.get(key).partitions_def == (None if key.to_user_string() == "review_snapshot" else quarterly_partitions)
+        unpartitioned = key.to_user_string() in {"review_snapshot", "leaderboard"}
+        assert graph.get(key).partitions_def == (None if unpartitioned else quarterly_partitions)
     assert "2025-10" in quarterly_partitions.get_partition_keys()
     assert {j.name for j in defs.jobs} >= {"quarterly_refresh", "evaluate_release"}
 
