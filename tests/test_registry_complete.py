@@ -12,7 +12,8 @@ import pytest
 
 from assets.ingestion.publisher_registry import REGISTRY_COLUMNS, read_registry_rows, registry_csv
 from assets.ingestion.merging import ingest
-from assets.ingestion.trusted_reviews import filter_trusted, load_registry
+from assets.ingestion.publishers import load_registry
+from tests.test_trusted_reviews import filter_trusted  # the stage's frame filter, given and giving records
 from dagster_project.config import PROJECT_ROOT
 from schemas.records import Review
 from tests.ingest_shapes import FIXTURES, feed, ifcn_api_claims, ifcn_feed_items
