@@ -143,7 +143,8 @@ def write_ops_config(folder: Path, stub: OpenAIStub, store: dict | None = None, 
     path = Path(write_demo_config(folder, max_candidate_media=2, max_media=2, evidence_tokens_embedded=150))
     cfg = yaml.safe_load(path.read_text())
     cfg["llm"] = {"members": [
-        {"name": f"stub-{i}", "model": "openai/stub-model", "api_base": stub.base(f"m{i}"), "api_key_env": "STUB_KEY"}
+        {"name": f"stub-{i}", "model": "openai/stub-model", "api_base": stub.base(f"m{i}"), "api_key_env": "STUB_KEY",
+         "context_window": 8192}
         for i in range(3)
     ]}
     if llm_cache:

@@ -20,7 +20,7 @@ from tests.ops_support import free_port, schema_responder
 
 
 def _config(tmp_path: Path, members: list[dict] | None = None) -> str:
-    path = write_demo_config(tmp_path, max_candidate_media=2, max_media=2, evidence_chars=600)
+    path = write_demo_config(tmp_path, max_candidate_media=2, max_media=2, evidence_tokens_embedded=150)
     if members is not None:
         cfg = yaml.safe_load(Path(path).read_text())
         cfg["llm"] = {"members": members}

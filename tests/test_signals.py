@@ -41,7 +41,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_sigterm_in_a_model_stage_ends_veritas_run_within_10s_and_the_rerun_resumes(tmp_path, monkeypatch):
-    config_path = write_demo_config(tmp_path, max_candidate_media=2, max_media=2, evidence_chars=600)
+    config_path = write_demo_config(tmp_path, max_candidate_media=2, max_media=2, evidence_tokens_embedded=150)
     config = load_config(config_path)
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster")}
     log = tmp_path / "run.log"

@@ -312,7 +312,7 @@ class PanelServer:
         prices set through the member's own cost fields."""
         return [{"name": m.name, "model": f"openai/{m.model}", "api_base": self.base(m.name), "api_key_env": api_key_env,
                  "input_cost_per_token": m.input_cost_per_token, "output_cost_per_token": m.output_cost_per_token,
-                 "vision": m.vision, "max_parallel": max_parallel, "seed": i + 1}
+                 "vision": m.vision, "max_parallel": max_parallel, "seed": i + 1, "context_window": 128000}
                 for i, m in enumerate(self.panel.config.members)]
 
     def describe(self) -> dict:
