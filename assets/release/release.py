@@ -248,7 +248,7 @@ def write_release(
     (folder / "claims.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False))
     release_frame(claims, flags).write_parquet(folder / "claims.parquet")
     write_zip(folder, f"veritas_{quarter}.zip")
-    write_release_card(folder, quarter, provenance.get("version", ""))  # media.parquet, croissant.json, README.md
+    write_release_card(folder, quarter)  # media.parquet, croissant.json, README.md; no run id, so equal content gives equal bytes
     manifest = {
         **provenance,
         "quarter": quarter,
