@@ -1,15 +1,19 @@
 """`veritas backfill` creates a real Dagster backfill (issue 16): the instance's backfill API lists it, its runs carry
-its id and its tables equal quarter-by-quarter runs. The demo feed's snapshot is parsed once for all the quarters."""
+its id and its tables equal quarter-by-quarter runs. The demo feed's snapshot is parsed once for all the quarters.
+Cancelling it, through the instance as the UI does or with SIGTERM on the command, stops the remaining quarters."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from dagster_project.config import PROJECT_ROOT, load_config
+from dagster_project.partitions import to_label
 from dagster_project.resources.store import StoreResource
 from tests.conftest import write_demo_config
 
@@ -76,3 +80,78 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
     assert all(got[k].equals(expected[k]) for k in expected)
     assert [got[(q, "reviews")].height for q in QUARTERS] == [0, 16, 0]  # the demo feed's 2020Q2 reviews
 
+
+
+def start_long_backfill(folder: Path, name: str) -> tuple[str, subprocess.Popen, StoreResource]:
+    """All 42 quarters of the demo feed through trusted_reviews; returns once the first quarter is done."""
+    cfg = demo_config(folder / name)
+    proc = backfill(cfg, "--from", "2016Q1", "--to", "2026Q2", "--until", "trusted_reviews")
+    store = StoreResource(root=load_config(cfg)["store"]["root"])
+    deadline = time.monotonic() + 600
+    while not done_quarters(store):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"no quarter was done: {proc.communicate()[0]}")
+        time.sleep(0.2)
+    return cfg, proc, store
+
+
+def done_quarters(store: StoreResource) -> set[str]:
+    """The quarters whose last selected stage is written."""
+    return {p.parent.name for p in store.base.glob("tables/trusted_reviews/*/LATEST")}
+
+
+def backfill_runs(instance, backfill_id: str) -> dict[str, list]:
+    """The backfill's quarter runs by status."""
+    out: dict[str, list] = {}
+    for run in instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})):
+        if "dagster/partition" in run.tags:
+            out.setdefault(run.status.value, []).append(run.tags["dagster/partition"])
+    return out
+
+
+def test_cancelling_through_the_instance_as_the_ui_does_stops_the_remaining_quarters(folder):
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    cfg, proc, store = start_long_backfill(folder, "cancel_ui")
+    try:
+        with instance_of(cfg) as instance:
+            (listed,) = instance.get_backfills()  # the command's backfill, as the UI's Backfills tab lists it
+            assert listed.status.value == "REQUESTED"
+            done_at_cancel = done_quarters(store)
+            # what the UI's Cancel button does (dagster_graphql's cancel_partition_backfill)
+            instance.update_backfill(listed.with_status(BulkActionStatus.CANCELING))
+            out, _ = proc.communicate(timeout=120)
+            assert proc.returncode == 1 and f"{listed.backfill_id}: CANCELED" in out, out
+            assert instance.get_backfill(listed.backfill_id).status.value == "CANCELED"
+            runs = backfill_runs(instance, listed.backfill_id)
+    finally:
+        proc.kill()
+    done = done_quarters(store)
+    # the run under way when the cancel came may finish; no other quarter starts
+    assert done_at_cancel <= done and len(done - done_at_cancel) <= 1 and len(done) < 42, (done_at_cancel, done)
+    assert set(runs) <= {"SUCCESS", "CANCELED"}, runs
+    assert {to_label(k) for k in runs["SUCCESS"]} == done
+    assert not {to_label(k) for k in runs.get("CANCELED", [])} & done
+
+
+def test_sigterm_on_the_command_cancels_the_backfill_and_stops_the_remaining_quarters(folder):
+    cfg, proc, store = start_long_backfill(folder, "cancel_sigterm")
+    try:
+        done_at_signal = done_quarters(store)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert took < 10 and proc.returncode == 1 and ": cancelling " in out, (took, out)
+    backfill_id = backfill_id_of(out)
+    done = done_quarters(store)
+    assert done_at_signal <= done and len(done - done_at_signal) <= 1 and len(done) < 42, (done_at_signal, done)
+    with instance_of(cfg) as instance:
+        assert instance.get_backfill(backfill_id).status.value == "CANCELED", out
+        runs = backfill_runs(instance, backfill_id)
+    # the quarter under way was interrupted (or had just finished); every other one was cancelled unstarted
+    assert set(runs) <= {"SUCCESS", "FAILURE", "CANCELED"} and len(runs.get("FAILURE", [])) <= 1, runs
+    assert {to_label(k) for k in runs["SUCCESS"]} == done

@@ -22,6 +22,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED")
 # the runs' console log level (their output is the command's): VERITAS_LOG_LEVEL, else warnings only
 RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}}
+INGESTION_STAGES = ("reviews", "trusted_reviews")  # cheap per quarter: --launch auto runs them in this process
 CANCEL_WAIT_S = 8.0  # Ctrl-C: the runs are asked to stop; the command is gone within 10 s in any case
 
 
@@ -51,14 +52,69 @@ def quarter_keys(first: str, last: str) -> list[str]:
     return keys
 
 
-def workspace(instance):
-    """The code location as the UI loads it (``workspace.yaml``'s module, in a code server of its own)."""
+def workspace(instance, here: bool):
+    """The code location: loaded in this process (``here``), else as the UI loads it (``workspace.yaml``'s module,
+    in a code server of its own, whose runs are processes of their own)."""
+    from dagster._core.remote_origin import InProcessCodeLocationOrigin
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import ModuleTarget
+    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget, ModuleTarget
 
-    target = ModuleTarget(module_name="dagster_project.definitions", attribute=None,
-                          working_directory=str(PROJECT_ROOT), location_name="veritas")
+    if here:
+        origin = LoadableTargetOrigin(executable_path=sys.executable, module_name="dagster_project.definitions",
+                                      working_directory=str(PROJECT_ROOT))
+        target = InProcessWorkspaceLoadTarget(InProcessCodeLocationOrigin(origin, location_name="veritas"))
+    else:
+        target = ModuleTarget(module_name="dagster_project.definitions", attribute=None,
+                              working_directory=str(PROJECT_ROOT), location_name="veritas")
     return WorkspaceProcessContext(instance, target)
+
+
+def launches_here(stages: list[str], launch: str) -> bool:
+    """``--launch``: ``auto`` runs the quarters in this process when only the ingestion stages are selected (a
+    quarter takes seconds there, against tens of seconds for a run process to import the code); the other stages
+    wait on models and the web, so their quarters run in parallel processes."""
+    if launch == "auto":
+        return set(stages) <= set(INGESTION_STAGES)
+    return launch == "here"
+
+
+def here_launcher(on_interrupt: "Stop"):
+    """A run launcher that executes each run in this process, one after the other, with the code imported once.
+
+    Dagster takes over SIGINT and SIGTERM while a run executes and stops the run at once (it fails with the tag
+    ``dagster/failure_reason: UNEXPECTED_TERMINATION``); ``on_interrupt`` then hears of it, since the command's
+    own handler did not. A run left STARTED by an earlier command (its process is gone) is marked canceled when
+    the backfill is cancelled."""
+    from dagster._core.execution.api import execute_run
+    from dagster._core.launcher import RunLauncher
+    from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
+    from dagster._utils.hosted_user_process import recon_job_from_origin
+
+    class HereLauncher(RunLauncher):
+        executed = 0
+
+        def launch_run(self, context) -> None:
+            run = context.dagster_run
+            backfill = self._instance.get_backfill(run.tags.get("dagster/backfill", ""))
+            if on_interrupt.at is not None or (backfill is not None and backfill.status.value != "REQUESTED"):
+                self.terminate(run.run_id)  # cancelled since this tick began (here or in the UI): it does not start
+                return
+            execute_run(recon_job_from_origin(context.job_code_origin), run, self._instance)
+            self.executed += 1
+            done = self._instance.get_run_by_id(run.run_id)
+            if done is not None and done.tags.get(RUN_FAILURE_REASON_TAG) == "UNEXPECTED_TERMINATION":
+                on_interrupt()
+
+        def terminate(self, run_id: str) -> bool:
+            run = self._instance.get_run_by_id(run_id)
+            if run is None or run.is_finished:
+                return False
+            self._instance.report_run_canceling(run, message="its process is gone: marked canceled")
+            self._instance.report_run_canceled(run)
+            return True
+
+    return HereLauncher()
 
 
 def create_backfill(instance, context, keys: list[str], stages: list[str], title: str) -> str:
@@ -122,15 +178,19 @@ class Driver:
         queued = isinstance(context.instance.run_coordinator, QueuedRunCoordinator)
         self.queue = QueuedRunCoordinatorDaemon(interval_seconds=1) if queued else None
 
-    def tick(self) -> None:
+    def tick(self) -> int:
+        """Returns how many runs this tick executed in this process (they are over by now)."""
         from dagster._daemon.backfill import execute_backfill_iteration
 
+        launcher = self.context.instance.run_launcher
+        before = getattr(launcher, "executed", 0)
         for error in execute_backfill_iteration(self.context, self.log):
             if error is not None:
                 self.log.warning(f"backfill iteration: {error.message.strip()}")
         if self.queue is not None:
             for _ in self.queue.run_iteration(self.context):
                 pass
+        return getattr(launcher, "executed", 0) - before
 
 
 class Bars:
@@ -183,30 +243,37 @@ def cancel(instance, backfill_id: str) -> None:
         instance.update_backfill(backfill.with_status(BulkActionStatus.CANCELING))
 
 
-def follow(instance, context, backfill_id: str, stages: list[str], total: int, bars: bool, tick: float) -> str:
+class Stop:
+    """Ctrl-C or SIGTERM: the backfill is cancelled, once."""
+
+    def __init__(self, instance, backfill_id: str):
+        self.instance, self.backfill_id, self.at = instance, backfill_id, None
+
+    def __call__(self, signum: int | None = None, _frame=None) -> None:
+        if self.at is None:
+            self.at = time.monotonic()
+            why = signal.Signals(signum).name if signum else "interrupted"
+            print(f"\n[backfill] {why}: cancelling {self.backfill_id}", flush=True)
+            cancel(self.instance, self.backfill_id)
+
+
+def follow(instance, context, backfill_id: str, stages: list[str], total: int, bars: bool, tick: float,
+           stop: Stop) -> str:
     """Drive (or, with a daemon, watch) the backfill until it ends; returns its final status. A signal cancels it."""
-    stop = {"at": None}
-
-    def interrupted(signum, _frame) -> None:
-        if stop["at"] is None:
-            stop["at"] = time.monotonic()
-            print(f"\n[backfill] {signal.Signals(signum).name}: cancelling {backfill_id}", flush=True)
-            cancel(instance, backfill_id)
-
-    old = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     driver = Driver(context)
     progress = Bars(stages, total, bars)
     try:
         while True:
-            if not daemon_serves(instance):
-                driver.tick()
+            launched = 0 if daemon_serves(instance) else driver.tick()
             backfill = instance.get_backfill(backfill_id)
             progress.update(materialized_per_stage(backfill, context))
             if backfill.status.value in TERMINAL:
                 return backfill.status.value
-            if stop["at"] is not None and time.monotonic() - stop["at"] > CANCEL_WAIT_S:
+            if stop.at is not None and time.monotonic() - stop.at > CANCEL_WAIT_S:
                 return "CANCELING"  # the runs were told to stop; the daemon (or the next command) records the end
-            time.sleep(tick)
+            if not launched:  # runs executed in this process: the next tick may launch more at once
+                time.sleep(tick)
     finally:
         progress.close()
         for sig, handler in old.items():
@@ -214,7 +281,7 @@ def follow(instance, context, backfill_id: str, stages: list[str], total: int, b
 
 
 def run_backfill(config_path: str | None, first: str | None, last: str | None, until: str | None,
-                 start: str | None, retry: str | None, bars: bool, tick: float = 1.0) -> int:
+                 start: str | None, retry: str | None, bars: bool, tick: float = 1.0, launch: str = "auto") -> int:
     from dagster_project.config import load_config
     from dagster_project.instance import project_instance
     from dagster_project.partitions import quarterly_partitions, to_label
@@ -226,12 +293,18 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
         old = instance.get_backfill(retry)
         if old is None or not old.is_asset_backfill:
             raise ValueError(f"no backfill {retry!r} in this instance")
+        stages = [s for s in stage_selection(None, None) if s in {k.to_user_string() for k in old.asset_selection}]
     else:
         if not first:
             raise ValueError("give --from A [--to B], or --retry ID")
         stages = stage_selection(start, until)
         keys = quarter_keys(first, last or quarterly_partitions.get_last_partition_key())
-    with workspace(instance) as context:
+    here = launches_here(stages, launch) and not daemon_serves(instance)
+    stop = Stop(instance, "")
+    if here:  # this command's instance only: the UI's and the daemon's keep their own launcher
+        instance._run_launcher = here_launcher(stop)
+        instance._run_launcher.register_instance(instance)
+    with workspace(instance, here) as context:
         error = context.create_request_context().get_code_location_error("veritas")
         if error is not None:
             raise RuntimeError(f"the code location did not load, so no backfill was created: {error.message.strip()}")
@@ -239,7 +312,6 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
             backfill_id = retry_backfill(instance, context, retry)
             graph = context.create_request_context().asset_graph
             target = instance.get_backfill(backfill_id).get_asset_backfill_data(graph).target_subset
-            stages = [s for s in stage_selection(None, None) if any(k.to_user_string() == s for k in target.asset_keys)]
             total = len({p.partition_key for p in target.iterate_asset_partitions() if p.partition_key})
         else:
             title = f"{to_label(keys[0])}..{to_label(keys[-1])}: {stages[0]}..{stages[-1]}"
@@ -247,7 +319,8 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
             total = len(keys)
         print(f"[backfill] {backfill_id}: {total} quarters, stages {', '.join(stages)}"
               f"{' (a dagster-daemon runs it)' if daemon_serves(instance) else ''}", flush=True)
-        status = follow(instance, context, backfill_id, stages, total, bars, tick)
+        stop.backfill_id = backfill_id
+        status = follow(instance, context, backfill_id, stages, total, bars, tick, stop)
     print(f"[backfill] {backfill_id}: {status}", flush=True)
     if status == "COMPLETED_SUCCESS":
         return 0
@@ -257,7 +330,8 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
 
 def handle(args: argparse.Namespace) -> int:
     bars = sys.stderr.isatty() if args.bars is None else args.bars
-    return run_backfill(args.config, args.first, args.last, args.until, args.start, args.retry, bars, args.tick)
+    return run_backfill(args.config, args.first, args.last, args.until, args.start, args.retry, bars, args.tick,
+                        args.launch)
 
 
 def register(subparsers) -> list[argparse.ArgumentParser]:
@@ -268,6 +342,9 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     p.add_argument("--until", help="stop each quarter after this asset")
     p.add_argument("--start", help="begin each quarter at this asset (its upstream tables must exist)")
     p.add_argument("--retry", metavar="ID", help="a new backfill of what backfill ID did not materialize")
+    p.add_argument("--launch", choices=("auto", "here", "processes"), default="auto",
+                   help="run the quarters in this process one after another (here) or each in a process of its "
+                        "own, in parallel (processes); auto: here when only ingestion stages are selected")
     p.add_argument("--tick", type=float, default=1.0, help="seconds between two looks at the backfill (default 1)")
     bars = p.add_mutually_exclusive_group()
     bars.add_argument("--bars", dest="bars", action="store_true", default=None, help="progress bars (default on a terminal)")
