@@ -5,8 +5,10 @@ backfill" does), so the UI's Backfills tab lists it and can cancel or re-execute
 sources' snapshot (``review_snapshot``, not partitioned) is brought up to date once, then each quarter runs the
 selected stages in its own run. When no ``dagster-daemon`` serves the instance, the command drives the backfill
 itself (the daemon's backfill and run-queue iterations, every ``--tick`` seconds) until it ends; when one does, it
-only watches. The bars read the backfill's own status. Ctrl-C or SIGTERM cancels the backfill (its runs are
-terminated) and returns within 10 s. ``veritas backfill --retry ID`` starts a new backfill of what ID did not
+only watches. The runs execute in the command's process, one after another (``--launch here``, the default for the
+ingestion stages), or each in a process of its own started by a code server (``--launch processes``). The bars
+read the backfill's own status. Ctrl-C or SIGTERM cancels the backfill: the quarter under way stops at its
+current step (here) or is terminated (processes), the queued ones never start. ``veritas backfill --retry ID`` starts a new backfill of what ID did not
 materialize. Pool limits (``pools:`` in the config) are set on the instance, so they bind every run of it.
 """
 
@@ -82,14 +84,15 @@ def launches_here(stages: list[str], launch: str) -> bool:
 def here_launcher(on_interrupt: "Stop"):
     """A run launcher that executes each run in this process, one after the other, with the code imported once.
 
-    Dagster takes over SIGINT and SIGTERM while a run executes and stops the run at once (it fails with the tag
+    Dagster takes over SIGINT and SIGTERM while a run executes and stops the run at its step (it fails with the tag
     ``dagster/failure_reason: UNEXPECTED_TERMINATION``); ``on_interrupt`` then hears of it, since the command's
     own handler did not. A run left STARTED by an earlier command (its process is gone) is marked canceled when
     the backfill is cancelled."""
-    from dagster._core.execution.api import execute_run
+    from dagster._core.execution.api import execute_run_iterator
     from dagster._core.launcher import RunLauncher
     from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
     from dagster._utils.hosted_user_process import recon_job_from_origin
+    from dagster._utils.interrupts import check_captured_interrupt
 
     class HereLauncher(RunLauncher):
         executed = 0
@@ -100,10 +103,12 @@ def here_launcher(on_interrupt: "Stop"):
             if on_interrupt.at is not None or (backfill is not None and backfill.status.value != "REQUESTED"):
                 self.terminate(run.run_id)  # cancelled since this tick began (here or in the UI): it does not start
                 return
-            execute_run(recon_job_from_origin(context.job_code_origin), run, self._instance)
+            heard = False
+            for _event in execute_run_iterator(recon_job_from_origin(context.job_code_origin), run, self._instance):
+                heard = heard or check_captured_interrupt()  # a signal between two steps: the next one stops
             self.executed += 1
             done = self._instance.get_run_by_id(run.run_id)
-            if done is not None and done.tags.get(RUN_FAILURE_REASON_TAG) == "UNEXPECTED_TERMINATION":
+            if heard or (done is not None and done.tags.get(RUN_FAILURE_REASON_TAG) == "UNEXPECTED_TERMINATION"):
                 on_interrupt()
 
         def terminate(self, run_id: str) -> bool:
@@ -258,8 +263,10 @@ class Stop:
 
 
 def follow(instance, context, backfill_id: str, stages: list[str], total: int, bars: bool, tick: float,
-           stop: Stop) -> str:
-    """Drive (or, with a daemon, watch) the backfill until it ends; returns its final status. A signal cancels it."""
+           stop: Stop, here: bool) -> str:
+    """Drive (or, with a daemon, watch) the backfill until it ends; returns its final status. A signal cancels it:
+    with the runs in this process, the command records the cancellation (the queued runs cancelled, then the
+    backfill CANCELED); with runs in processes of their own, it returns once they were told to stop."""
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     driver = Driver(context)
     progress = Bars(stages, total, bars)
@@ -270,7 +277,7 @@ def follow(instance, context, backfill_id: str, stages: list[str], total: int, b
             progress.update(materialized_per_stage(backfill, context))
             if backfill.status.value in TERMINAL:
                 return backfill.status.value
-            if stop.at is not None and time.monotonic() - stop.at > CANCEL_WAIT_S:
+            if stop.at is not None and not here and time.monotonic() - stop.at > CANCEL_WAIT_S:
                 return "CANCELING"  # the runs were told to stop; the daemon (or the next command) records the end
             if not launched:  # runs executed in this process: the next tick may launch more at once
                 time.sleep(tick)
@@ -320,7 +327,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
         print(f"[backfill] {backfill_id}: {total} quarters, stages {', '.join(stages)}"
               f"{' (a dagster-daemon runs it)' if daemon_serves(instance) else ''}", flush=True)
         stop.backfill_id = backfill_id
-        status = follow(instance, context, backfill_id, stages, total, bars, tick, stop)
+        status = follow(instance, context, backfill_id, stages, total, bars, tick, stop, here)
     print(f"[backfill] {backfill_id}: {status}", flush=True)
     if status == "COMPLETED_SUCCESS":
         return 0
