@@ -68,6 +68,7 @@ def write_config(workdir: Path, feed: Path) -> Path:
     cfg = yaml.safe_load((ROOT / "veritas.yaml").read_text())
     cfg["data_dir"] = str(workdir / "data")
     cfg["sources"] = [{"kind": "datafeed", "path": str(feed)}]
+    cfg["web"]["warc_paths"] = [str(ROOT / w) for w in cfg["web"]["warc_paths"]]  # relative to the repository
     path = workdir / "veritas.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path

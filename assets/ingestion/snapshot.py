@@ -49,11 +49,14 @@ def write_snapshot(store: StoreResource, fp: str, merged: Merged, sources: list[
     tmp = final.with_name(f"{TMP_PREFIX}{os.getpid()}-{fp}")
     shutil.rmtree(tmp, ignore_errors=True)
     quarters: dict[str, int] = {}
-    for (quarter,), part in merged.reviews.partition_by("quarter", as_dict=True, maintain_order=True).items():
+    # one quarter's copy at a time (partition_by would copy them all at once: twice the feed in memory)
+    for quarter in merged.reviews.get_column("quarter").unique(maintain_order=True).to_list():
+        part = merged.reviews.filter(pl.col("quarter") == quarter).drop("quarter")
         folder = tmp / "reviews" / f"quarter={quarter}"
         folder.mkdir(parents=True)
-        part.drop("quarter").write_parquet(folder / "part-0.parquet", compression="zstd", statistics=True)
+        part.write_parquet(folder / "part-0.parquet", compression="zstd", statistics=True)
         quarters[quarter] = part.height
+        del part
     tmp.mkdir(parents=True, exist_ok=True)
     merged.rejects.write_parquet(tmp / "rejects.parquet", compression="zstd", statistics=True)
     merged.counts.write_parquet(tmp / "counts.parquet", statistics=True)

@@ -13,9 +13,11 @@ materialize. Pool limits (``pools:`` in the config) are set on the instance, so 
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -25,6 +27,7 @@ TERMINAL = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CAN
 # the runs' console log level (their output is the command's): VERITAS_LOG_LEVEL, else warnings only
 RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}}
 INGESTION_STAGES = ("reviews", "trusted_reviews")  # cheap per quarter: --launch auto runs them in this process
+RUNS_PER_TICK_S = 10  # runs in this process: a tick dequeues more of them for up to this many --tick
 CANCEL_WAIT_S = 8.0  # Ctrl-C: the runs are asked to stop; the command is gone within 10 s in any case
 
 
@@ -70,6 +73,26 @@ def workspace(instance, here: bool):
         target = ModuleTarget(module_name="dagster_project.definitions", attribute=None,
                               working_directory=str(PROJECT_ROOT), location_name="veritas")
     return WorkspaceProcessContext(instance, target)
+
+
+@contextlib.contextmanager
+def wal_kept(home: Path):
+    """Hold a connection open to each SQLite file of the instance that is in WAL mode, for as long as the command runs.
+
+    Dagster opens and closes a connection per event; when the last one closes, SQLite checkpoints and deletes the
+    write-ahead log, so every event paid a checkpoint (about 40 ms here, against 10 ms with one connection held)."""
+    held = []
+    try:
+        for path in sorted(home.glob("**/*.db")):
+            conn = sqlite3.connect(path, timeout=30)
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                held.append(conn)
+            else:
+                conn.close()
+        yield len(held)
+    finally:
+        for conn in held:
+            conn.close()
 
 
 def launches_here(stages: list[str], launch: str) -> bool:
@@ -174,11 +197,11 @@ def daemon_serves(instance) -> bool:
 class Driver:
     """One tick of what the daemon would do for this instance: advance the backfills, launch queued runs."""
 
-    def __init__(self, context):
+    def __init__(self, context, tick: float):
         from dagster._core.run_coordinator import QueuedRunCoordinator
         from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 
-        self.context = context
+        self.context, self.spell = context, RUNS_PER_TICK_S * tick
         self.log = logging.getLogger("veritas.backfill")
         queued = isinstance(context.instance.run_coordinator, QueuedRunCoordinator)
         self.queue = QueuedRunCoordinatorDaemon(interval_seconds=1) if queued else None
@@ -192,9 +215,14 @@ class Driver:
         for error in execute_backfill_iteration(self.context, self.log):
             if error is not None:
                 self.log.warning(f"backfill iteration: {error.message.strip()}")
-        if self.queue is not None:
+        started = time.monotonic()
+        while self.queue is not None:
+            done = getattr(launcher, "executed", 0)
             for _ in self.queue.run_iteration(self.context):
                 pass
+            # runs in this process are over once launched: dequeue on for a while (the bars move between ticks)
+            if getattr(launcher, "executed", 0) == done or time.monotonic() - started > self.spell:
+                break
         return getattr(launcher, "executed", 0) - before
 
 
@@ -268,8 +296,8 @@ def follow(instance, context, backfill_id: str, stages: list[str], total: int, b
     with the runs in this process, the command records the cancellation (the queued runs cancelled, then the
     backfill CANCELED); with runs in processes of their own, it returns once they were told to stop."""
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    driver = Driver(context)
     progress = Bars(stages, total, bars)
+    driver = Driver(context, tick)
     try:
         while True:
             launched = 0 if daemon_serves(instance) else driver.tick()
@@ -311,7 +339,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
     if here:  # this command's instance only: the UI's and the daemon's keep their own launcher
         instance._run_launcher = here_launcher(stop)
         instance._run_launcher.register_instance(instance)
-    with workspace(instance, here) as context:
+    with wal_kept(Path(os.environ["DAGSTER_HOME"])), workspace(instance, here) as context:
         error = context.create_request_context().get_code_location_error("veritas")
         if error is not None:
             raise RuntimeError(f"the code location did not load, so no backfill was created: {error.message.strip()}")
