@@ -8,8 +8,9 @@ itself (the daemon's backfill and run-queue iterations, every ``--tick`` seconds
 only watches. The runs execute in the command's process, one after another (``--launch here``, the default for the
 ingestion stages), or each in a process of its own started by a code server (``--launch processes``). The bars
 read the backfill's own status. Ctrl-C or SIGTERM cancels the backfill: the quarter under way stops at its
-current step (here) or is terminated (processes), the queued ones never start. ``veritas backfill --retry ID`` starts a new backfill of what ID did not
-materialize. Pool limits (``pools:`` in the config) are set on the instance, so they bind every run of it.
+current step (here) or is terminated (processes), the queued ones never start. ``veritas backfill --retry ID``
+starts a new backfill of what ID did not materialize. Pool limits (``pools:`` in the config) are set on the
+instance, so they bind every run of it.
 """
 
 import argparse
@@ -28,7 +29,8 @@ TERMINAL = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CAN
 RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}}
 INGESTION_STAGES = ("reviews", "trusted_reviews")  # cheap per quarter: --launch auto runs them in this process
 RUNS_PER_TICK_S = 10  # runs in this process: a tick dequeues more of them for up to this many --tick
-CANCEL_WAIT_S = 8.0  # Ctrl-C: the runs are asked to stop; the command is gone within 10 s in any case
+CANCEL_WAIT_S = 8.0  # Ctrl-C with runs in processes of their own: they are asked to stop; the command is gone then
+INSTANCE_DBS = ("event_log.db", "runs.db", "schedules.db", "index.db")  # an instance's shared SQLite files
 
 
 def stage_selection(start: str | None, until: str | None) -> list[str]:
@@ -83,7 +85,7 @@ def wal_kept(home: Path):
     write-ahead log, so every event paid a checkpoint (about 40 ms here, against 10 ms with one connection held)."""
     held = []
     try:
-        for path in sorted(home.glob("**/*.db")):
+        for path in sorted(p for p in home.glob("*/*.db") if p.name in INSTANCE_DBS):  # not one per run
             conn = sqlite3.connect(path, timeout=30)
             if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
                 held.append(conn)
