@@ -91,35 +91,34 @@ def _check_results(instance, quarters: set[str]) -> dict[str, dict]:
     """Latest evaluation of every yield check per quarter (the checks are unpartitioned: the quarter is in their metadata)."""
     from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
-    from dagster_project.checks import YIELD_CHECKS
+    from dagster_project.history import yield_check_keys
 
     done = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
     found: dict[str, dict] = {}
-    for check_def in YIELD_CHECKS:
-        for key in check_def.check_keys:
-            history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1000, status=done)
-            for record in history:  # newest first, so the first hit per quarter is the latest
-                evaluation = record.evaluation
-                meta = {k: v.value for k, v in evaluation.metadata.items()}
-                quarter = meta.get("quarter")
-                if quarter in quarters and key.name not in found.setdefault(quarter, {}):
-                    found[quarter][key.name] = {
-                        "asset": key.asset_key.to_user_string(),
-                        "passed": evaluation.passed,
-                        "severity": evaluation.severity.value,
-                        "note": meta.get("note"),
-                        "metadata": {k: _plain(v) for k, v in meta.items() if k != "note"},
-                        "run_id": record.run_id,
-                    }
+    for key in yield_check_keys():
+        history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1000, status=done)
+        for record in history:  # newest first, so the first hit per quarter is the latest
+            evaluation = record.evaluation
+            meta = {k: v.value for k, v in evaluation.metadata.items()}
+            quarter = meta.get("quarter")
+            if quarter in quarters and key.name not in found.setdefault(quarter, {}):
+                found[quarter][key.name] = {
+                    "asset": key.asset_key.to_user_string(),
+                    "passed": evaluation.passed,
+                    "severity": evaluation.severity.value,
+                    "note": meta.get("note"),
+                    "metadata": {k: _plain(v) for k, v in meta.items() if k != "note"},
+                    "run_id": record.run_id,
+                }
     return found
 
 
 def _quarter_report(instance, label: str, checks: dict) -> dict:
-    from dagster_project.checks import latest_materialization
-    from dagster_project.definitions import ASSET_NAMES  # the funnel, in pipeline order
+    from dagster_project.dashboard import STAGE_ORDER  # the funnel, in pipeline order (definitions.ASSET_NAMES)
+    from dagster_project.history import latest_materialization
 
     stages = {}
-    for name in ASSET_NAMES:
+    for name in STAGE_ORDER:
         record = latest_materialization(instance, name, label)
         if record is None:
             continue
@@ -150,7 +149,8 @@ def collect_yields(config_path: str | None, quarter: str) -> dict:
 
 
 def collect_range(config_path: str | None, first: str, last: str) -> list[dict]:
-    """``collect_yields`` for every quarter from ``first`` to ``last`` (labels or Dagster keys), oldest first."""
+    """``collect_yields`` for every quarter from ``first`` to ``last`` (labels or Dagster keys), oldest first. Reads
+    the Dagster instance only: no code location, so it answers in about the time of ``import dagster``."""
     from dagster_project.config import load_config
     from dagster_project.partitions import quarter_range
 

@@ -19,10 +19,10 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 
 def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, Path]:
     from dagster_project.config import load_config
-    from dagster_project.definitions import build_resources
     from dagster_project.partitions import to_label
+    from dagster_project.resources.store import StoreResource
 
-    store = build_resources(load_config(config_path))["store"]
+    store = StoreResource(**load_config(config_path)["store"])  # the store alone: not the code location
     found = {}
     for quarter in quarters:
         label = to_label(quarter)
