@@ -12,6 +12,7 @@ from dagster_project.commands.export import export_release
 from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.definitions import ASSET_NAMES, build_definitions
 from dagster_project.partitions import quarterly_partitions
+from dagster_project.resources.store import StoreResource
 from tests.conftest import write_demo_config
 
 
@@ -74,7 +75,19 @@ def test_every_stage_reports_a_consistent_funnel(demo_run):
     # the chooser asked the real model once; whatever it named outside the article was refused, not fetched
     chooser = stages["appearances"]["extras"]
     assert chooser["llm/calls"] == 1 and chooser["llm/errors"] == 0 and chooser["llm/raw_outputs"] == 1
-    assert chooser["chooser/refused_urls"] >= 0 and "chooser/claims_with_refusals" in chooser
+    # what it named that is not literally one of the article's links, media or the review's appearances is refused
+    import sqlite3
+
+    config = load_config(demo_run)
+    (answer,) = sqlite3.connect(config["llm"]["cache_path"]).execute(
+        "select parsed_json from llm_cache where template_id = 'choose_appearance'").fetchone()
+    store = StoreResource(**config["store"])
+    (article,) = store.read_table("articles", "2026Q2").to_dicts()
+    (review,) = store.read_table("trusted_reviews", "2026Q2").to_dicts()
+    literal = {*article["links"], *article["video_urls"], *(i["src"] for i in article["images"]), *review["appearance_urls"]}
+    refused = [u for u in json.loads(answer)["urls"] if u.strip() not in literal]
+    assert chooser["chooser/refused_urls"] == len(refused)
+    assert chooser["chooser/claims_with_refusals"] == int(bool(refused))
     text = format_funnel(report)
     assert "reviews" in text and "unknown_publisher=1" in text
 
