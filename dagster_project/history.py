@@ -2,8 +2,8 @@
 result of each yield-band check, as plain values.
 
 Read-only commands (``veritas yields``) read it without importing Dagster, which alone takes longer than their
-2 s target: an instance with Dagster's default SQLite storage is read straight from its index database (its
-event JSON is Dagster's stable serialization). Any other storage (Postgres, a custom event log) goes through the
+2 s target: an instance with Dagster's SQLite event log (the default, or the consolidated one) is read straight
+from that database (its event JSON is Dagster's stable serialization). Any other storage (Postgres, a custom event log) goes through the
 instance's API. ``tests/test_cli_fast.py`` holds both readers equal on a real instance."""
 
 import json
@@ -105,13 +105,23 @@ class InstanceHistory:
                 for r in history]
 
 
-def open_history(config: dict) -> SqliteHistory | InstanceHistory:
-    """The fast reader where the instance uses the default SQLite storage, else the instance's API."""
+def event_log_file(home: Path) -> Path | None:
+    """The SQLite file holding the instance's asset events, where Dagster's own SQLite storage is used: the default
+    layout's ``history/runs/index.db``, or ``event_log.db`` under a ``ConsolidatedSqliteEventLogStorage``'s base_dir;
+    None for any other storage."""
     import yaml
 
-    home = instance_home(config)
     settings = home / "dagster.yaml"
-    custom = settings.exists() and STORAGE_KEYS & set(yaml.safe_load(settings.read_text()) or {})
-    if not custom:
-        return SqliteHistory(home / "history" / "runs" / "index.db")
-    return InstanceHistory(project_instance(config))
+    chosen = (yaml.safe_load(settings.read_text()) or {}) if settings.exists() else {}
+    if not STORAGE_KEYS & set(chosen):
+        return home / "history" / "runs" / "index.db"
+    event_log = chosen.get("event_log_storage") or {}
+    if set(chosen) & STORAGE_KEYS == {"event_log_storage"} and event_log.get("class") == "ConsolidatedSqliteEventLogStorage":
+        return Path((event_log.get("config") or {})["base_dir"]) / "event_log.db"
+    return None
+
+
+def open_history(config: dict) -> SqliteHistory | InstanceHistory:
+    """The fast reader where the instance keeps its events in Dagster's SQLite storage, else the instance's API."""
+    found = event_log_file(instance_home(config))
+    return SqliteHistory(found) if found is not None else InstanceHistory(project_instance(config))
