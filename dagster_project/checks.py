@@ -8,7 +8,8 @@ import polars as pl
 from assets.release.release import validate_release
 from assets.claims.scored_claims import bin3
 from dagster_project.config import PipelineResource
-from dagster_project.partitions import to_key, to_label
+from dagster_project.history import latest_materialization
+from dagster_project.partitions import to_label
 from dagster_project.resources.store import StoreResource
 
 LABELS = ["intact", "unknown", "compromised"]
@@ -94,14 +95,6 @@ REVIEW_DROP_FLOOR = 0.5  # a quarter with under half the previous quarter's revi
 def previous_quarter(label: str) -> str:
     year, q = int(label[:4]), int(label[5])
     return f"{year - 1}Q4" if q == 1 else f"{year}Q{q - 1}"
-
-
-def latest_materialization(instance: dg.DagsterInstance, asset: str, quarter: str):
-    """The latest materialization record of ``asset`` for ``quarter``, or None."""
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[to_key(quarter)]), limit=1
-    ).records
-    return records[0] if records else None
 
 
 def latest_yield(instance: dg.DagsterInstance, asset: str, quarter: str) -> dict | None:

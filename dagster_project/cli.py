@@ -87,59 +87,51 @@ def _plain(value):
     return value
 
 
-def _check_results(instance, quarters: set[str]) -> dict[str, dict]:
+def _check_results(history, quarters: set[str]) -> dict[str, dict]:
     """Latest evaluation of every yield check per quarter (the checks are unpartitioned: the quarter is in their metadata)."""
-    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
+    from dagster_project.history import YIELD_CHECK_KEYS
 
-    from dagster_project.checks import YIELD_CHECKS
-
-    done = {AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED}
     found: dict[str, dict] = {}
-    for check_def in YIELD_CHECKS:
-        for key in check_def.check_keys:
-            history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1000, status=done)
-            for record in history:  # newest first, so the first hit per quarter is the latest
-                evaluation = record.evaluation
-                meta = {k: v.value for k, v in evaluation.metadata.items()}
-                quarter = meta.get("quarter")
-                if quarter in quarters and key.name not in found.setdefault(quarter, {}):
-                    found[quarter][key.name] = {
-                        "asset": key.asset_key.to_user_string(),
-                        "passed": evaluation.passed,
-                        "severity": evaluation.severity.value,
-                        "note": meta.get("note"),
-                        "metadata": {k: _plain(v) for k, v in meta.items() if k != "note"},
-                        "run_id": record.run_id,
-                    }
+    for asset, check in YIELD_CHECK_KEYS:
+        for evaluation in history.check_evaluations(asset, check):  # newest first: the first hit per quarter is the latest
+            meta = evaluation["metadata"]
+            quarter = meta.get("quarter")
+            if quarter in quarters and check not in found.setdefault(quarter, {}):
+                found[quarter][check] = {
+                    "asset": asset,
+                    "passed": evaluation["passed"],
+                    "severity": evaluation["severity"],
+                    "note": meta.get("note"),
+                    "metadata": {k: _plain(v) for k, v in meta.items() if k != "note"},
+                    "run_id": evaluation["run_id"],
+                }
     return found
 
 
-def _quarter_report(instance, label: str, checks: dict) -> dict:
-    from dagster_project.checks import latest_materialization
-    from dagster_project.definitions import ASSET_NAMES  # the funnel, in pipeline order
+def _quarter_report(history, label: str, checks: dict) -> dict:
+    from dagster_project.dashboard import STAGE_ORDER  # the funnel, in pipeline order (definitions.ASSET_NAMES)
 
     stages = {}
-    for name in ASSET_NAMES:
-        record = latest_materialization(instance, name, label)
+    for name in STAGE_ORDER:
+        record = history.materialization(name, label)
         if record is None:
             continue
-        meta = record.asset_materialization.metadata
-        value = lambda k: getattr(meta.get(k), "value", None)  # noqa: E731
+        meta = record["metadata"]
         stages[name] = {
-            "rows_in": value("rows_in"),
-            "rows_out": value("rows_out"),
-            "dropped": value("dropped"),
-            "drops": {k.removeprefix("drop/"): v.value for k, v in meta.items() if k.startswith("drop/")},
+            "rows_in": meta.get("rows_in"),
+            "rows_out": meta.get("rows_out"),
+            "dropped": meta.get("dropped"),
+            "drops": {k.removeprefix("drop/"): v for k, v in meta.items() if k.startswith("drop/")},
             # numeric extras only: llm/*, platform/*, fetch_success_rate, label/*, claims/*, media ...
             "extras": {
-                k: _plain(v.value) for k, v in meta.items()
-                if k not in CORE_KEYS and not k.startswith("drop/") and isinstance(v.value, (int, float)) and not isinstance(v.value, bool)
+                k: _plain(v) for k, v in meta.items()
+                if k not in CORE_KEYS and not k.startswith("drop/") and isinstance(v, (int, float)) and not isinstance(v, bool)
             },
-            "version": value("version"),
-            "materialized": record.timestamp,
+            "version": meta.get("version"),
+            "materialized": record["timestamp"],
         }
         if name == "release":
-            stages[name]["path"] = value("path")
+            stages[name]["path"] = meta.get("path")
     return {"quarter": label, "stages": stages, "checks": checks.get(label, {})}
 
 
@@ -150,14 +142,16 @@ def collect_yields(config_path: str | None, quarter: str) -> dict:
 
 
 def collect_range(config_path: str | None, first: str, last: str) -> list[dict]:
-    """``collect_yields`` for every quarter from ``first`` to ``last`` (labels or Dagster keys), oldest first."""
-    from dagster_project.config import load_config
-    from dagster_project.partitions import quarter_range
+    """``collect_yields`` for every quarter from ``first`` to ``last`` (labels or Dagster keys), oldest first. Reads
+    the Dagster instance only (``history``): no code location, and no Dagster import with the default storage."""
+    from dagster_project.history import open_history
+    from dagster_project.quarters import quarter_range
+    from dagster_project.settings import load_config
 
     labels = quarter_range(first, last)
-    instance = _instance(load_config(config_path))
-    checks = _check_results(instance, set(labels))
-    return [_quarter_report(instance, label, checks) for label in labels]
+    history = open_history(load_config(config_path))
+    checks = _check_results(history, set(labels))
+    return [_quarter_report(history, label, checks) for label in labels]
 
 
 def format_funnel(report: dict) -> str:
@@ -285,12 +279,12 @@ def run_stoppable(command: str, work) -> int:
 def yields(args: argparse.Namespace) -> int:
     """``veritas yields``: --quarter Q, or --from A [--to B]; text, --json and/or --html FILE."""
     from dagster_project.dashboard import write_html
-    from dagster_project.partitions import quarterly_partitions, to_label
+    from dagster_project.quarters import current_quarter
 
     if bool(args.quarter) == bool(args.first) or (args.last and not args.first):
         raise ValueError("give either --quarter Q or --from A [--to B]")
     first = args.quarter or args.first
-    last = args.quarter or args.last or to_label(quarterly_partitions.get_last_partition_key())
+    last = args.quarter or args.last or current_quarter()
     reports = collect_range(args.config, first, last)
     if args.json:
         single = args.quarter is not None

@@ -1,14 +1,8 @@
 """The one config file (YAML) that chooses the sources, the web mode, the models, the store and the data dir."""
 
-import os
-from pathlib import Path
-from typing import Any
-
 import dagster as dg
-import yaml
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = PROJECT_ROOT / "veritas.yaml"
+from dagster_project.settings import DEFAULT_CONFIG, PROJECT_ROOT, load_config  # noqa: F401 - re-exported
 
 
 class SourceSpec(dg.Config):
@@ -83,45 +77,3 @@ class PipelineResource(dg.ConfigurableResource):
     # leaderboard: the systems registry (one YAML per system) and the bootstrap resamples of its intervals
     systems_dir: str = str(PROJECT_ROOT / "systems")
     bootstrap_resamples: int = 2000
-
-
-def _resolve(value: str, base: Path) -> str:
-    if "://" in value or os.path.isabs(value):
-        return value
-    return str((base / value).resolve())
-
-
-def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Read the YAML config; relative paths resolve against the config file's folder."""
-    cfg_path = Path(path or os.environ.get("VERITAS_CONFIG") or DEFAULT_CONFIG).resolve()
-    if not cfg_path.exists():
-        raise FileNotFoundError(f"config file not found: {cfg_path}")
-    raw = yaml.safe_load(cfg_path.read_text()) or {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{cfg_path}: the config must be a mapping")
-    unknown = set(raw) - {"data_dir", "sources", "web", "llm", "store", "stages", "executor", "schedule", "pools"}
-    if unknown:
-        raise ValueError(f"{cfg_path}: unknown config keys {sorted(unknown)}")
-    base = cfg_path.parent
-    data_dir = Path(_resolve(raw.get("data_dir", ".veritas"), base))
-    web = dict(raw.get("web") or {})
-    web["warc_paths"] = [_resolve(p, base) for p in web.get("warc_paths", [])]
-    web.setdefault("archive_dir", str(data_dir / "warc"))
-    llm = dict(raw.get("llm") or {})
-    llm.setdefault("cache_path", str(data_dir / "llm_cache.sqlite"))
-    store = dict(raw.get("store") or {})
-    store.setdefault("root", str(data_dir / "data"))
-    if store.get("kind") == "s3":  # live WARC records are mirrored to the bucket too
-        store.setdefault("warc_dir", web["archive_dir"])
-    stages = dict(raw.get("stages") or {})
-    if stages.get("systems_dir"):
-        stages["systems_dir"] = _resolve(stages["systems_dir"], base)
-    stages["sources"] = [
-        {**s, "kind": s.get("kind", "datafeed"), **({"path": _resolve(s["path"], base)} if s.get("path") else {})}
-        for s in raw.get("sources") or []
-    ]
-    executor = dict(raw.get("executor") or {})  # {kind: in_process | multiprocess | celery, ...}: see executors.py
-    schedule = dict(raw.get("schedule") or {})  # {enabled: bool, ...}: see schedules.py
-    return {"path": str(cfg_path), "data_dir": str(data_dir), "web": web, "llm": llm, "store": store, "stages": stages,
-            "executor": executor, "schedule": schedule,
-            "pools": {str(k): int(v) for k, v in (raw.get("pools") or {}).items()}}  # pool -> concurrent steps

@@ -25,12 +25,17 @@ def apply_pools(instance, config: dict) -> dict[str, int]:
     return config.get("pools", {})
 
 
+def instance_home(config: dict) -> Path:
+    """The instance folder: ``$DAGSTER_HOME``, else ``<data_dir>/dagster``."""
+    return Path(os.environ.get("DAGSTER_HOME") or Path(config["data_dir"]) / "dagster")
+
+
 def project_instance(config: dict):
     """The instance of ``$DAGSTER_HOME``, else ``<data_dir>/dagster``; ``DAGSTER_HOME`` is set to it, so that run
     workers and code servers started from here open the same one."""
     import dagster as dg
 
-    home = Path(os.environ.get("DAGSTER_HOME") or Path(config["data_dir"]) / "dagster")
+    home = instance_home(config)
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"
     if not settings.exists():

@@ -1,11 +1,16 @@
 """Calendar-quarter partitions: Dagster keys like ``2025-10`` shown and accepted as ``2025Q4``."""
 
-import re
-from datetime import date, datetime
-
 import dagster as dg
 
-QUARTER_START = "2016-01"
+from dagster_project.quarters import (  # noqa: F401 - re-exported: the stages import them from here
+    QUARTER_START,
+    current_quarter,
+    quarter_bounds,
+    quarter_of,
+    quarter_range,
+    to_key,
+    to_label,
+)
 
 quarterly_partitions = dg.TimeWindowPartitionsDefinition(
     cron_schedule="0 0 1 1,4,7,10 *",
@@ -14,53 +19,3 @@ quarterly_partitions = dg.TimeWindowPartitionsDefinition(
     timezone="UTC",
     end_offset=1,  # the running quarter is a partition too: claims arrive while it runs
 )
-
-_LABEL = re.compile(r"^\s*(\d{4})\s*-?\s*[Qq]\s*([1-4])\s*$")
-_KEY = re.compile(r"^\s*(\d{4})-(\d{2})(?:-(\d{2}))?\s*$")
-
-
-def quarter_of(day: date | datetime) -> str:
-    """The quarter label (``2025Q4``) of a date."""
-    return f"{day.year}Q{(day.month - 1) // 3 + 1}"
-
-
-def to_label(value: str) -> str:
-    """Accept a label (``2025Q4``, ``2025-q4``) or a Dagster key (``2025-10``, ``2025-10-01``); return the label."""
-    m = _LABEL.match(value)
-    if m:
-        return f"{m.group(1)}Q{m.group(2)}"
-    m = _KEY.match(value)
-    if m:
-        month = int(m.group(2))
-        if month in (1, 4, 7, 10) and (m.group(3) in (None, "01")):
-            return f"{m.group(1)}Q{(month - 1) // 3 + 1}"
-    raise ValueError(f"not a quarter: {value!r} (expected e.g. 2025Q4 or 2025-10)")
-
-
-def to_key(value: str) -> str:
-    """The Dagster partition key (``2025-10``) for a label or key."""
-    label = to_label(value)
-    year, q = int(label[:4]), int(label[5])
-    return f"{year:04d}-{3 * (q - 1) + 1:02d}"
-
-
-def quarter_bounds(value: str) -> tuple[date, date]:
-    """First and last day of a quarter."""
-    label = to_label(value)
-    year, q = int(label[:4]), int(label[5])
-    start = date(year, 3 * (q - 1) + 1, 1)
-    end = date(year + 1, 1, 1) if q == 4 else date(year, 3 * q + 1, 1)
-    return start, date.fromordinal(end.toordinal() - 1)
-
-
-def quarter_range(first: str, last: str) -> list[str]:
-    """All quarter labels from ``first`` to ``last`` inclusive."""
-    a, b = to_label(first), to_label(last)
-    y, q = int(a[:4]), int(a[5])
-    out = []
-    while (y, q) <= (int(b[:4]), int(b[5])):
-        out.append(f"{y}Q{q}")
-        y, q = (y + 1, 1) if q == 4 else (y, q + 1)
-    if not out:
-        raise ValueError(f"empty quarter range {a}..{b}")
-    return out

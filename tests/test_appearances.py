@@ -324,7 +324,7 @@ def test_separately_linked_archive_replaces_a_dead_original(reviews, articles, s
 
 def test_images_are_stored_as_real_jpegs(claims, store):
     images = [m for c in claims.values() for m in c.media if m.kind == "image"]
-    assert len(images) >= 20
+    assert len(images) == 28
     for medium in images:
         data = store.read(medium.path)
         assert data[:3] == b"\xff\xd8\xff"

@@ -54,11 +54,6 @@ TOL = 1e-9
 HONJO_URL = "https://fullfact.org/online/tasuku-honjo-coronavirus/"
 FIVE_G_URL = "https://www.politifact.com/factchecks/2020/apr/07/viral-image/no-video-doesnt-show-people-china-destroying-5g-po/"
 
-# Not yet green (first run 2026-11-30): the hand-computed values differ from the asset's by about 2e-7 (scores
-# are rounded to 2 decimals somewhere on one side) and 7-bin accuracy differs on one system; the CLI test expects
-# the missing file's name in the step error. Left failing on purpose (strict xfail) until fixed: issue 15.
-KNOWN_GAP = pytest.mark.xfail(strict=True, reason="leaderboard numbers not yet reconciled with the hand check (issue 15)")
-
 REMEMBERED: list[str] = []  # the Honjo article's sentences: the "cb" model reproduces them from memory
 
 
@@ -237,14 +232,15 @@ SE = {
     "out": {"2020Q2": [0.25, 0.33 ** 2, 0.0625], "2026Q2": [0.0, 0.17 ** 2]},
 }
 AE = {s: {q: [v ** 0.5 for v in vs] for q, vs in qs.items()} for s, qs in SE.items()}
-# 3 bins (C < -1/3 < U < 1/3 < I) and 7 bins (cuts at +-1/6, +-3/6, +-5/6), gold vs predicted, claim by claim:
-#   cb  2020Q2: C/C U(0)/C C/C -> 3-bin 1,1,0; 7-bin 0/0, 1/1 (-0.67, -2/3), 3/1 -> 1,1,0.  2026Q2: C/C, U/C -> 1,0; 0/1, 3/1 -> 0,0
-#   rt  2020Q2: C/U C/U U/U -> 0,0,1; 0/4 1/4 3/4 -> 0.  2026Q2: C/U U/U -> 0,1; 0/4, 3/4 (0.33 < 1/2) -> 0,0
-#   out 2020Q2: C/C(-0.5) C/C U/U -> 1,1,1; 0/2 1/0 3/4 -> 0.  2026Q2: C/C U/I -> 1,0; 0/0 3/4 -> 1,0
+# 3 bins (C < -1/3 < U < 1/3 < I) and 7 bins 0..6 (cuts at -5/6, -3/6, -1/6, 1/6, 3/6, 5/6; a cut belongs to the
+# inner bin, so bin 4 is (1/6, 1/2] and holds 0.33, 1/3 and 0.5), gold/predicted, claim by claim:
+#   cb  2020Q2: C/C U(0)/C C/C -> 3-bin 1,1,0; 7-bin 0/0, 1/1 (-0.67, -2/3), 3/1 -> 1,1,0.  2026Q2: C/C, U/C -> 1,0; 0/1, 4/1 -> 0,0
+#   rt  2020Q2: C/U C/U U/U -> 0,0,1; 0/4 1/4 3/4 -> 0.  2026Q2: C/U U/U -> 0,1; 0/4, 4/4 (0.33 and 1/3) -> 0,1
+#   out 2020Q2: C/C(-0.5) C/C U/U -> 1,1,1; 0/2 1/0 3/4 -> 0.  2026Q2: C/C U/I -> 1,0; 0/0 4/4 (0.33 and 0.5) -> 1,1
 HIT3 = {"cb": {"2020Q2": [1, 1, 0], "2026Q2": [1, 0]}, "rt": {"2020Q2": [0, 0, 1], "2026Q2": [0, 1]},
         "out": {"2020Q2": [1, 1, 1], "2026Q2": [1, 0]}}
-HIT7 = {"cb": {"2020Q2": [1, 1, 0], "2026Q2": [0, 0]}, "rt": {"2020Q2": [0, 0, 0], "2026Q2": [0, 0]},
-        "out": {"2020Q2": [0, 0, 0], "2026Q2": [1, 0]}}
+HIT7 = {"cb": {"2020Q2": [1, 1, 0], "2026Q2": [0, 0]}, "rt": {"2020Q2": [0, 0, 0], "2026Q2": [0, 1]},
+        "out": {"2020Q2": [0, 0, 0], "2026Q2": [1, 1]}}
 
 
 def expected(system: str, quarters: list[str]) -> dict:
@@ -259,7 +255,6 @@ def assert_close(got: dict, want: dict) -> None:
         assert abs(got[k] - want[k]) < TOL, (k, got[k], want[k])
 
 
-@KNOWN_GAP
 def test_three_systems_per_quarter_and_window_by_hand(board_env):
     board = json.loads((board_env["store"].base / "reports/leaderboard/leaderboard.json").read_text())["board"]
     systems = {s["name"]: s for s in board["systems"]}
@@ -296,7 +291,6 @@ def test_three_systems_per_quarter_and_window_by_hand(board_env):
     assert systems["rt"]["windows"]["all"]["flagged_share"] is None and systems["out"]["windows"]["all"]["flagged_share"] is None
 
 
-@KNOWN_GAP
 def test_parquet_and_metadata(board_env):
     store = board_env["store"]
     table = store.read_table(TABLE, SCOPE)
@@ -316,7 +310,6 @@ def test_parquet_and_metadata(board_env):
     assert (store.base / "reports/leaderboard/leaderboard.html").is_file()
 
 
-@KNOWN_GAP
 def test_cli_windows_and_after_cutoff(board_env, capsys):
     cfg = board_env["config"]
     assert main(["--config", cfg, "leaderboard", "--after-cutoff", "--json"]) == 0
@@ -347,7 +340,6 @@ def test_cli_windows_and_after_cutoff(board_env, capsys):
     assert "no released quarter in 2021Q1..2025Q4" in err and "is after --to" in err and "not a quarter" in err
 
 
-@KNOWN_GAP
 def test_cli_materializes_and_refuses_missing_files(board_env, tmp_path, capsys):
     empty = write_demo_config(tmp_path)
     assert main(["--config", empty, "leaderboard"]) == 1
@@ -370,7 +362,6 @@ def page(board_env, tmp_path_factory):
     return out
 
 
-@KNOWN_GAP
 def test_page_is_self_contained_with_table_and_charts(page, board_env):
     text = page.read_text(encoding="utf-8")
     doc = lxml.html.fromstring(text)

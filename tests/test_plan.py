@@ -5,6 +5,7 @@ The upstream tables hold three real Fact Check Tools reviews of the Arabic excer
 real AFP article text; the ledger holds one real (loopback) call of an earlier quarter."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -12,6 +13,7 @@ import yaml
 from assets.ingestion.merging import ingest
 from dagster_project.cli import main
 from dagster_project.commands.plan import IMAGE_TOKENS
+from dagster_project.config import PROJECT_ROOT
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame
@@ -20,6 +22,7 @@ from tests.ingest_shapes import FIXTURES
 from tests.openai_stub import OpenAIStub
 from tests.test_llm import MESSAGES, SCHEMA, Rating
 
+PROMPTS = PROJECT_ROOT / "prompts"
 TEXT = {"input_cost_per_token": 1e-6, "output_cost_per_token": 4e-6}
 EYES = {"input_cost_per_token": 2e-6, "output_cost_per_token": 8e-6}
 
@@ -28,8 +31,9 @@ def _image(i: int) -> Medium:
     return Medium(medium_id=f"{i:064x}", kind="image", path=f"images/{i}.jpg", source_url=f"https://x.example/{i}.jpg")
 
 
-@pytest.fixture()
-def planned_quarter(tmp_path, monkeypatch):
+def plan_quarter(tmp_path, monkeypatch, text_window: int = 128000):
+    """The upstream tables, an earlier quarter's ledger row and a config; ``text_window`` is the text member's
+    context window (the eyes member's is 128,000 tokens: it reads every article whole)."""
     monkeypatch.setenv("PLAN_STUB_KEY", "sk-test")
     claims = json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text(encoding="utf-8"))
     reviews, _, _ = ingest([("factcheck_api", "gfc.json", claims)], None)
@@ -47,9 +51,9 @@ def planned_quarter(tmp_path, monkeypatch):
     stub = OpenAIStub(lambda mode, body: (200, '{"category": "positive", "certainty": "certain", "justification": "x"}'))
     members = [
         EnsembleMember(name="text", model="openai/text-model", api_base=stub.base("ok"), api_key_env="PLAN_STUB_KEY",
-                       max_tokens=300, **TEXT),
+                       max_tokens=300, context_window=text_window, **TEXT),
         EnsembleMember(name="eyes", model="openai/eyes-model", api_base=stub.base("ok"), api_key_env="PLAN_STUB_KEY",
-                       max_tokens=300, vision=True, **EYES),
+                       max_tokens=300, vision=True, context_window=128000, **EYES),
     ]
     llm = LLMResource(members=members, cache_path=str(tmp_path / "data" / "llm_cache.sqlite"))
     llm.set_quarter("2025Q3")
@@ -59,7 +63,12 @@ def planned_quarter(tmp_path, monkeypatch):
         "members": [m.model_dump() for m in members], "budget_usd": 1.0}}
     path = tmp_path / "veritas.yaml"
     path.write_text(yaml.safe_dump(config))
-    return str(path), rows
+    return str(path), rows, articles
+
+
+@pytest.fixture()
+def planned_quarter(tmp_path, monkeypatch):
+    return plan_quarter(tmp_path, monkeypatch)[:2]
 
 
 def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
@@ -106,3 +115,30 @@ def test_plan_table_and_missing_upstream(planned_quarter, capsys):
     assert "text: $1.000 / $4.000 per million input / output tokens" in out
     assert main(["plan", "--config", config, "--quarter", "2025Q1"]) == 2
     assert "no appearances table for 2025Q1" in capsys.readouterr().err
+
+
+def test_plan_fits_each_members_evidence_to_its_budget(tmp_path, monkeypatch, capsys):
+    """A member with a small context window reads the article cut to its token budget, as scored_claims cuts it."""
+    from assets.ensemble import fit_evidence
+
+    def stage_six(window: int, folder: str) -> dict:
+        config, _, articles = plan_quarter(tmp_path / folder, monkeypatch, text_window=window)
+        assert main(["plan", "--config", config, "--quarter", "2025Q4", "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        return next(s for s in plan["stages"] if s["stage"] == "scored_claims")["by_member"], articles, config
+
+    whole, articles, _ = stage_six(128000, "wide")
+    cut, _, config = stage_six(2000, "narrow")  # a budget of 1,000 tokens: half the window (evidence_context_share)
+    assert cut["eyes"] == whole["eyes"]  # the other member still reads every article whole
+    # per claim, the text member's 2 property ratings (+ 2 media ratings for claim 0) lose what fit_evidence left out
+    text_calls = [4, 2, 2]
+    _, rows = plan_quarter(tmp_path / "rows", monkeypatch)[:2]
+    # a cut article's prompt also says where parts were left out: the template's note, once per call
+    note = re.search(r'\{% if "\[…\]" in evidence %\}(.*?)\{% endif %\}', (PROMPTS / "_evidence.j2").read_text(), re.S)
+    saved_chars = -len(note.group(1)) * sum(text_calls)
+    for calls, row, article in zip(text_calls, rows, articles):
+        fitted, left_out = fit_evidence(article.text, row.claim_text, 1000)
+        assert left_out and len(fitted) < len(article.text)
+        saved_chars += calls * (len(article.text) - len(fitted))
+    # prompts are counted at 4 characters a token, floored per call: within one token per call of the exact share
+    assert abs((whole["text"]["prompt_tokens"] - cut["text"]["prompt_tokens"]) - saved_chars / 4) <= sum(text_calls)

@@ -112,7 +112,7 @@ def test_written_release_passes_the_format_check_and_catches_damage(pool, tmp_pa
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["year"] == 2020 and meta["quarter"] == 2
     assert meta["claim_counts"] == {"intact": 3, "nei": 2, "compromised": 3, "total": 8}
-    assert meta["media_counts"]["images"] == len(list((folder / "images").glob("*.jpg"))) >= 1
+    assert meta["media_counts"] == {"images": 3, "videos": 0} and len(list((folder / "images").glob("*.jpg"))) == 3
     data = json.loads((folder / "claims.json").read_text())["claims"]
     with_media = [c for c in data if c["media"]]
     for c in with_media:  # text references use the release's numeric media ids

@@ -126,7 +126,8 @@ def aggregate(ratings: list[Rating], prop: str, medium_index: int = -1) -> Prope
 
 def integrity_of(media_verdicts: list[PropertyVerdict], veracity, coverage) -> tuple[Integrity, PropertyVerdict] | None:
     """The lowest of context coverage, veracity and the worst media contextualization; scores within the bins'
-    EPS of the lowest tie, and ties go in decisive order."""
+    EPS of the lowest tie, and ties go in decisive order. The score is the lowest itself, unrounded: predictions are
+    scored on it, and only the release rounds (2 decimals)."""
     contextualization = [v for v in media_verdicts if v.property == "contextualization"]
     candidates = {
         "context_coverage": coverage,
@@ -139,7 +140,7 @@ def integrity_of(media_verdicts: list[PropertyVerdict], veracity, coverage) -> t
         return None
     lowest = min(v.score for _, _, v in present)
     _, name, verdict = min(p for p in present if p[2].score <= lowest + EPS)
-    return Integrity(score=round(lowest, 6), decisive_property=name, label=bin3(lowest)), verdict
+    return Integrity(score=lowest, decisive_property=name, label=bin3(lowest)), verdict
 
 
 def stops_at_media(worst_contextualization: PropertyVerdict | None) -> bool:

@@ -410,11 +410,14 @@ def write_outputs(store: StoreResource, data: dict, board: dict, run_id: str = "
                 "flagged. Parquet, JSON and a self-contained HTML page.",
 )
 def leaderboard(context: dg.AssetExecutionContext, store: StoreResource, pipeline: PipelineResource) -> dg.MaterializeResult:
-    systems = load_systems(pipeline.systems_dir)
-    quarters = release_quarters(store)
-    if not quarters:
-        raise dg.Failure(f"no release in {store.location}: materialize release, predictions and evaluation first")
-    data = collect(store, systems, quarters)
+    try:  # a bad registry or a missing prediction file: the step's own error names the file, not a wrapper's
+        systems = load_systems(pipeline.systems_dir)
+        quarters = release_quarters(store)
+        if not quarters:
+            raise dg.Failure(f"no release in {store.location}: materialize release, predictions and evaluation first")
+        data = collect(store, systems, quarters)
+    except (FileNotFoundError, ValueError) as err:
+        raise dg.Failure(str(err)) from err
     board = compute_board(data, resamples=pipeline.bootstrap_resamples)
     out = write_outputs(store, data, board, context.run_id)
     missing = [f"{s['name']}:{q}" for s in board["systems"] for q, v in s["quarters"].items() if not v["predicted"]]

@@ -129,7 +129,9 @@ def mse_chart(board: dict, s: dict, index: int, y_max: float, width: int = 420, 
     if cut is not None:
         body.append(f'<line class="cutoff" data-cutoff="{e(s["knowledge_cutoff"])}" x1="{px(cut):.1f}" y1="{top}" '
                     f'x2="{px(cut):.1f}" y2="{py(0):.1f}" stroke="#c0392b" stroke-width="2" stroke-dasharray="5,4"/>')
-        body.append(f'<text x="{px(cut) + 4:.1f}" y="{top + 10}" font-size="10" fill="#c0392b">'
+        # in the right half the label goes left of the line, so it stays inside the chart
+        label_x, anchor = (px(cut) - 4, "end") if px(cut) > (left + width - right) / 2 else (px(cut) + 4, "start")
+        body.append(f'<text x="{label_x:.1f}" y="{top + 10}" font-size="10" text-anchor="{anchor}" fill="#c0392b">'
                     f'cut-off {e(s["knowledge_cutoff"])}</text>')
     else:
         body.append(f'<text x="{width - right}" y="{top + 10}" font-size="10" text-anchor="end" fill="#c0392b">'

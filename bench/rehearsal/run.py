@@ -30,6 +30,7 @@ def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, releas
         "stages": {"release_size": release_size, **(stages or {})},
     }
     path = folder / "veritas.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
     path.write_text("# simulated quarter: the model panel is bench/rehearsal/panel.py on loopback\n"
                     + yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False))
     return str(path)

@@ -15,7 +15,7 @@ def main(argv: list[str]) -> int:
     from dagster_project.checks import CHECKS
     from dagster_project.cli import _instance
     from dagster_project.config import load_config
-    from dagster_project.definitions import ALL_ASSETS, build_resources
+    from dagster_project.definitions import ALL_ASSETS, build_resources, with_snapshot
     from dagster_project.partitions import to_key
     config_path, quarter, stage = argv[:3]
     if "--swap-ties" in argv:
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
         scheme["decisive_order"] = list(reversed(scheme["decisive_order"]))
         scoring.label_scheme = lambda: scheme  # stage 6 and 7 read the scheme through this name
     config = load_config(config_path)
-    result = dg.materialize([*ALL_ASSETS, *CHECKS], selection=[stage], partition_key=to_key(quarter),
+    result = dg.materialize([*ALL_ASSETS, *CHECKS], selection=with_snapshot([stage]), partition_key=to_key(quarter),
                             resources=build_resources(config), instance=_instance(config),
                             tags={"veritas/quarter": quarter, "veritas/simulated": "true"}, raise_on_error=False)
     return 0 if result.success else 1

@@ -17,7 +17,7 @@ import sys
 from datetime import date, datetime
 from pathlib import Path
 
-from dagster_project.config import PROJECT_ROOT
+from dagster_project.settings import PROJECT_ROOT
 
 STAGE = "agreement"
 DEFAULT_PATHS = {  # small excerpts shipped with the tests; --path takes the full files

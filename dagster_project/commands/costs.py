@@ -50,9 +50,9 @@ def format_report(report: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dagster_project.config import load_config
-    from dagster_project.partitions import to_label
-    from dagster_project.resources.llm import LLMResource
+    from dagster_project.ledger import read_report
+    from dagster_project.quarters import to_label
+    from dagster_project.settings import load_config
 
     try:
         config = load_config(getattr(args, "config", None))
@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"LLM ledger: no cache file at {path} (no model stage has run with this config)")
         return 0
-    report = LLMResource(cache_path=str(path), members=[]).ledger_report(quarter)
+    report = read_report(path, quarter)
+    if report is None:  # an older ledger: the resource adds the new columns first
+        from dagster_project.resources.llm import LLMResource
+
+        report = LLMResource(cache_path=str(path), members=[]).ledger_report(quarter)
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

@@ -18,15 +18,26 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 
 
 def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, Path]:
-    from dagster_project.config import load_config
-    from dagster_project.definitions import build_resources
-    from dagster_project.partitions import to_label
+    """Each quarter's current release folder. A local store is read directly (its ``LATEST`` pointer), without
+    importing Dagster; an S3 store through the store resource, which downloads the release first."""
+    from dagster_project.quarters import to_label
+    from dagster_project.settings import load_config
 
-    store = build_resources(load_config(config_path))["store"]
+    store_config = load_config(config_path)["store"]
+    if store_config.get("kind") == "s3":
+        from dagster_project.resources.store import StoreResource
+
+        find = StoreResource(**store_config).latest_release
+    else:
+        releases = Path(store_config["root"]).expanduser().resolve() / "releases"
+
+        def find(label: str) -> Path | None:
+            pointer = releases / label / "LATEST"
+            return releases / label / pointer.read_text().strip() if pointer.exists() else None
     found = {}
     for quarter in quarters:
         label = to_label(quarter)
-        folder = store.latest_release(label)
+        folder = find(label)
         if folder is None:
             raise SystemExit(f"no release for {label}: run `veritas run --quarter {label}` first")
         found[label] = folder

@@ -7,8 +7,6 @@ import json
 import sys
 import uuid
 
-from pydantic import BaseModel
-
 CHECK_STAGE = "models_check"  # the check's calls are in the ledger under this stage (real models cost a little)
 # A question whose answer is certain, and an image whose content is certain: a model that gets them wrong is broken.
 TEXT_MESSAGES = [
@@ -17,14 +15,6 @@ TEXT_MESSAGES = [
 ]
 IMAGE_PROMPT = 'Which colour fills this image? Reply as {"colour": "<one English colour word>"}.'
 CHECK_COLOUR = "red"
-
-
-class YesNo(BaseModel):
-    answer: str
-
-
-class Colour(BaseModel):
-    colour: str
 
 
 def check_image() -> bytes:
@@ -70,8 +60,11 @@ def _outcome(answer) -> str:
 
 def check_member(llm, name: str) -> dict:
     """One text request (JSON mode) and, for a vision member, one image request; never answered from the cache."""
+    from pydantic import create_model
+
     from dagster_project.resources.llm import image_part
 
+    YesNo, Colour = create_model("YesNo", answer=str), create_model("Colour", colour=str)  # noqa: N806 - classes
     member = llm.member(name)
     nonce = uuid.uuid4().hex  # a fresh template hash: the check always reaches the model
     text = llm.complete_json(name, TEXT_MESSAGES, YesNo.model_json_schema(), YesNo, template_id="models_check_text",

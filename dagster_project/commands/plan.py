@@ -43,11 +43,12 @@ class Planner:
     """Renders each stage's prompts from the tables it would read and counts them per member."""
 
     def __init__(self, llm, pipeline, completion_history: dict[str, float]):
-        from assets.ensemble import media_context
+        from assets.ensemble import evidence_budgets, media_context, member_evidence
         from prompts import render
 
         self.llm, self.pipeline, self.history = llm, pipeline, completion_history
-        self._render, self._media_context = render, media_context
+        self._render, self._media_context, self._member_evidence = render, media_context, member_evidence
+        self.budgets = evidence_budgets(llm, pipeline)  # each member's article budget, as the stages fit it
 
     def completion(self, member: str, template: str) -> int:
         seen = self.history.get(template)
@@ -59,10 +60,9 @@ class Planner:
         prompt = message_tokens(messages, images if self.llm.is_vision(member) else 0)
         est.add(member, prompt, self.completion(member, template), n)
 
-    def evidence(self, article) -> str:
-        text = article.text if article else ""
-        limit = getattr(self.pipeline, "evidence_chars", None)
-        return text[:limit] if limit else text
+    def evidence(self, article, claim: str) -> dict[str, str]:
+        """Each member's evidence, fitted to its token budget exactly as scored_claims and rectified_claims fit it."""
+        return self._member_evidence(article, claim, self.budgets)[0]
 
     # ---- stages ------------------------------------------------------------------------------
     def normalize(self, claims, articles) -> Estimate:
@@ -79,10 +79,10 @@ class Planner:
                      max_sentences=self.pipeline.max_sentences)
         return est
 
-    def rate(self, est: Estimate, text: str, media, language: str, claim_date: str, evidence: str) -> None:
+    def rate(self, est: Estimate, text: str, media, language: str, claim_date: str, evidence: dict[str, str]) -> None:
         """Every rating of one claim by every member: media, veracity and coverage (the upper bound)."""
-        base = {"claim": text, "language": language, "claim_date": claim_date, "evidence": evidence}
         for member in self.llm.member_names():
+            base = {"claim": text, "language": language, "claim_date": claim_date, "evidence": evidence[member]}
             for i, m in enumerate(media):
                 self.ask(est, member, "rate_media", media=media, medium_kind=m.kind, medium_index=i, **base)
             for prop in ("veracity", "context_coverage"):
@@ -91,16 +91,17 @@ class Planner:
     def score(self, claims, articles, basis: str) -> Estimate:
         est = Estimate("scored_claims", basis)
         for c in claims:
-            self.rate(est, c.text, c.media, c.language, str(c.claim_date or ""), self.evidence(articles.get(c.review_id)))
+            self.rate(est, c.text, c.media, c.language, str(c.claim_date or ""),
+                      self.evidence(articles.get(c.review_id), c.text))
         return est
 
     def rectify(self, claims, articles, basis: str) -> Estimate:
         est = Estimate("rectified_claims", basis)
         first = self.llm.member_names()[0]
         for c in claims:
-            evidence = self.evidence(articles.get(c.review_id))
+            evidence = self.evidence(articles.get(c.review_id), c.text)
             common = {"media": c.media, "language": c.language, "claim_date": str(c.claim_date or ""),
-                      "evidence": evidence}
+                      "evidence": evidence[first]}
             self.ask(est, first, "rectify_claim", claim=c.text, decisive_property="veracity", justification="",
                      max_words=self.pipeline.max_words, max_sentences=self.pipeline.max_sentences, **common)
             self.ask(est, first, "check_rectified", original=c.text, claim=c.text, **common)

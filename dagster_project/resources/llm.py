@@ -20,6 +20,7 @@ import dagster as dg
 import pydantic
 from pydantic import Field, PrivateAttr
 
+from dagster_project.ledger import LEDGER_ADDED as _LEDGER_ADDED, SUMS as _SUMS, ledger_report, pack as _pack
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
 
 LOCAL_PREFIX = "local/"
@@ -138,20 +139,6 @@ def _quarter_label(value: str) -> str:
         return to_label(value)
     except ValueError:
         return ""
-
-
-_SUMS = ("COUNT(*), COALESCE(SUM(cache_hit),0), COALESCE(SUM(prompt_tokens),0),"
-         " COALESCE(SUM(completion_tokens),0), COALESCE(SUM(cost_usd),0),"
-         " COALESCE(SUM(error IS NOT NULL),0), COALESCE(SUM(latency_s),0), COALESCE(SUM(attempts),0),"
-         " COALESCE(SUM(error LIKE 'transport:%'),0)")
-
-
-def _pack(r) -> dict:
-    calls, hits = int(r[0]), int(r[1])
-    return {"calls": calls, "cache_hits": hits, "model_calls": calls - hits,
-            "hit_rate": (hits / calls) if calls else 0.0, "prompt_tokens": int(r[2]), "completion_tokens": int(r[3]),
-            "cost_usd": float(r[4]), "errors": int(r[5]), "latency_s": float(r[6]), "answers_received": int(r[7]),
-            "transport_errors": int(r[8])}
 
 
 class RateLimiter:
@@ -304,8 +291,6 @@ CREATE TABLE IF NOT EXISTS llm_outputs (
 );
 CREATE INDEX IF NOT EXISTS llm_outputs_call ON llm_outputs(call_id);
 """
-# Columns added after the first release of the ledger; old cache files gain them on open.
-_LEDGER_ADDED = {"quarter": "TEXT NOT NULL DEFAULT ''", "call_id": "TEXT", "requested_model": "TEXT"}
 _CACHE_INSERT = (
     "INSERT OR REPLACE INTO llm_cache (key, model, member, template_id, template_hash, raw, reasoning, parsed_json,"
     " prompt_tokens, completion_tokens, cost_usd, created_ts, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
@@ -690,16 +675,8 @@ class LLMResource(dg.ConfigurableResource):
 
     def ledger_report(self, quarter: str | None = None) -> dict:
         """The ledger of one quarter (or all of it): totals, by model and by stage; for ``veritas costs``."""
-        clause, args = ("", []) if quarter is None else (" WHERE quarter=?", [_quarter_label(quarter)])
         with self._db() as conn:
-            total = _pack(conn.execute(f"SELECT {_SUMS} FROM llm_ledger{clause}", args).fetchone())
-            by = {
-                group: {r[0]: _pack(r[1:]) for r in conn.execute(
-                    f"SELECT {column}, {_SUMS} FROM llm_ledger{clause} GROUP BY {column} ORDER BY {column}", args)}
-                for group, column in (("by_model", "model"), ("by_stage", "stage"), ("by_member", "member"))
-            }
-            quarters = [r[0] for r in conn.execute("SELECT DISTINCT quarter FROM llm_ledger ORDER BY quarter")]
-        return {"quarter": _quarter_label(quarter) if quarter else None, **total, **by, "quarters_in_ledger": quarters}
+            return ledger_report(conn, _quarter_label(quarter) if quarter else None)
 
     def quarter_spend(self) -> float:
         """What the ledger says this resource's quarter has cost so far, every stage and run together."""
