@@ -3,8 +3,8 @@ result of each yield-band check, as plain values.
 
 Read-only commands (``veritas yields``) read it without importing Dagster, which alone takes longer than their
 2 s target: an instance with Dagster's SQLite event log (the default, or the consolidated one) is read straight
-from that database (its event JSON is Dagster's stable serialization). Any other storage (Postgres, a custom event log) goes through the
-instance's API. ``tests/test_cli_fast.py`` holds both readers equal on a real instance."""
+from that database (its event JSON is Dagster's stable serialization). Any other storage (Postgres, a custom
+event log) goes through the instance's API. ``tests/test_cli_fast.py`` holds both readers equal on a real instance."""
 
 import json
 import sqlite3

@@ -13,7 +13,7 @@ from dagster_project.checks import YIELD_CHECKS
 from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.dashboard import STAGE_ORDER
 from dagster_project.definitions import ASSET_NAMES
-from dagster_project.history import YIELD_CHECK_KEYS, InstanceHistory, SqliteHistory, open_history
+from dagster_project.history import YIELD_CHECK_KEYS, InstanceHistory, SqliteHistory, event_log_file, open_history
 from dagster_project.partitions import quarterly_partitions
 from dagster_project.quarters import current_quarter, to_label
 from tests.conftest import write_demo_config
@@ -82,7 +82,7 @@ def test_the_sqlite_reader_gives_what_the_instance_api_gives(materialized):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DAGSTER_HOME", str(folder / "data" / "dagster"))
         fast = open_history(config)
-        assert isinstance(fast, SqliteHistory)
+        assert isinstance(fast, SqliteHistory) and fast.index.name == "event_log.db"  # the project's consolidated log
         with dg.DagsterInstance.get() as instance:
             slow = InstanceHistory(instance)
             for stage in ("review_snapshot", "reviews", "trusted_reviews", "articles"):
@@ -93,11 +93,16 @@ def test_the_sqlite_reader_gives_what_the_instance_api_gives(materialized):
             for asset, check in YIELD_CHECK_KEYS:
                 assert fast.check_evaluations(asset, check) == slow.check_evaluations(asset, check)
             assert [e["metadata"]["quarter"] for e in fast.check_evaluations("reviews", "reviews_volume")] == ["2020Q2"]
-        # another storage than the default goes through the API
-        (folder / "data" / "dagster" / "dagster.yaml").write_text(
-            (folder / "data" / "dagster" / "dagster.yaml").read_text() + "storage:\n  sqlite:\n    base_dir: "
-            + str(folder / "data" / "dagster") + "\n")
-        assert isinstance(open_history(config), InstanceHistory)
+        # another storage than Dagster's SQLite event log goes through the API
+        settings = folder / "data" / "dagster" / "dagster.yaml"
+        kept = settings.read_text()
+        try:
+            settings.write_text(f"storage:\n  sqlite:\n    base_dir: {json.dumps(str(settings.parent))}\n")
+            assert isinstance(open_history(config), InstanceHistory)
+            settings.write_text("telemetry:\n  enabled: false\n")  # Dagster's default layout: a file per run
+            assert event_log_file(settings.parent) == settings.parent / "history" / "runs" / "index.db"
+        finally:
+            settings.write_text(kept)
 
 
 def test_costs_reads_the_ledger_only(materialized, monkeypatch):
