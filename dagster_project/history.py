@@ -8,6 +8,7 @@ event log) goes through the instance's API. ``tests/test_cli_fast.py`` holds bot
 
 import json
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from dagster_project.instance import instance_home, project_instance
@@ -51,7 +52,7 @@ class SqliteHistory:
     def _rows(self, sql: str, args: tuple) -> list:
         if not self.index.exists():
             return []  # the instance never ran anything
-        with sqlite3.connect(f"file:{self.index}?mode=ro", uri=True) as conn:
+        with closing(sqlite3.connect(f"file:{self.index}?mode=ro", uri=True)) as conn:
             return conn.execute(sql, args).fetchall()
 
     def materialization(self, asset: str, quarter: str) -> dict | None:

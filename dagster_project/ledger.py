@@ -2,6 +2,7 @@
 without importing Dagster or litellm."""
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 SUMS = ("COUNT(*), COALESCE(SUM(cache_hit),0), COALESCE(SUM(prompt_tokens),0),"
@@ -36,6 +37,6 @@ def ledger_report(conn: sqlite3.Connection, quarter: str | None = None) -> dict:
 def read_report(path: Path, quarter: str | None = None) -> dict | None:
     """``ledger_report`` of a ledger file opened read-only; None when the file predates the current columns (the
     llm resource then upgrades it)."""
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
         columns = {r[1] for r in conn.execute("PRAGMA table_info(llm_ledger)")}
         return ledger_report(conn, quarter) if set(LEDGER_ADDED) <= columns else None
