@@ -1,5 +1,7 @@
 """What the models must answer, per prompt. Enums and maxLength keep a small local model inside the schema."""
 
+import json
+from functools import lru_cache
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -47,7 +49,17 @@ class RectifiedCheckAnswer(Answer):
 
 
 def json_schema(model: type[BaseModel], max_string: int = 200) -> dict:
-    """The model's JSON schema with references inlined and a maxLength on every free string."""
+    """The model's JSON schema with references inlined and a maxLength on every free string (a fresh copy each
+    time: pydantic built it anew for every model call, 0.2-0.35 ms each)."""
+    return json.loads(_json_schema_text(model, max_string))
+
+
+@lru_cache(maxsize=None)
+def _json_schema_text(model: type[BaseModel], max_string: int) -> str:
+    return json.dumps(_build_json_schema(model, max_string))
+
+
+def _build_json_schema(model: type[BaseModel], max_string: int) -> dict:
     raw = model.model_json_schema()
     defs = raw.pop("$defs", {})
 

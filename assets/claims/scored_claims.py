@@ -250,7 +250,7 @@ def score_claim(
     evidence_cuts: list[EvidenceCut] = (),
 ) -> tuple[ScoredClaim | None, str]:
     """Rate the claim with ``evidence`` (one text, or each member's own) and decide its integrity, or say why not."""
-    texts = [evidence] if isinstance(evidence, str) else list(evidence.values())
+    texts = [evidence] if isinstance(evidence, str) else list(dict.fromkeys(evidence.values()))  # members often share one
     flags = sorted(set(claim.injection_flags) | set(injection_flags(claim.text, *texts)))
     if flags != claim.injection_flags:  # the evidence speaks to the raters: recorded on the claim, never obeyed
         claim = claim.model_copy(update={"injection_flags": flags})
