@@ -5,7 +5,8 @@
 2. Per-call overhead: the same chat request sent straight to the stub with httpx (the baseline, measured in
    this run), through the member's litellm Router alone, and through ``LLMResource.complete_json`` (that
    Router plus cache lookup and write, ledger, limits, pydantic validation). Target: at most 5 ms more per
-   call than the baseline; the split shows how much of it is litellm's and how much the resource's own.
+   call than the baseline; the split shows how much of it is litellm's and how much the resource's own. The
+   three paths' CPU per call is printed too (process time; the in-process stub's share is alike in each).
 
     .venv/bin/python bench/llm.py [--claims 50] [--latency-ms 50] [--calls 200]
 """
@@ -120,13 +121,15 @@ def overhead(stub: OpenAIStub, folder: str, n_calls: int) -> dict:
 
     paths = {"direct": direct, "router": router_alone, "resource": resource}
     times: dict[str, list[float]] = {name: [] for name in paths}
+    cpu: dict[str, float] = dict.fromkeys(paths, 0.0)  # process CPU (the stub's thread included, alike for all)
     for i in range(-3, n_calls):  # three warm-up rounds (connection pools, lazy imports) are not timed
         for name, call in paths.items():
             messages = [{"role": "user", "content": f"claim {i} via {name}: rate it"}]
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             call(messages)
             if i >= 0:
                 times[name].append(time.perf_counter() - t)
+                cpu[name] += time.process_time() - c
     client.close()
     hits = []
     for i in range(n_calls):
@@ -138,7 +141,8 @@ def overhead(stub: OpenAIStub, folder: str, n_calls: int) -> dict:
     return {"direct_ms": med["direct"], "router_ms": med["router"], "resource_ms": med["resource"],
             "cache_hit_ms": 1000 * statistics.median(hits), "overhead_ms": med["resource"] - med["direct"],
             "router_overhead_ms": med["router"] - med["direct"], "own_ms": med["resource"] - med["router"],
-            "overhead_mean_ms": 1000 * (statistics.fmean(times["resource"]) - statistics.fmean(times["direct"]))}
+            "overhead_mean_ms": 1000 * (statistics.fmean(times["resource"]) - statistics.fmean(times["direct"])),
+            **{f"{name}_cpu_ms": 1000 * c / n_calls for name, c in cpu.items()}}
 
 
 def main() -> int:
@@ -176,6 +180,9 @@ def main() -> int:
           f"the resource's own work {oh['own_ms']:.2f} ms")
     print(f"with a 0 ms stub: overhead {oh0['overhead_ms']:.2f} ms (litellm's Router {oh0['router_overhead_ms']:.2f} ms, "
           f"the resource's own work {oh0['own_ms']:.2f} ms)")
+    for label, o in ((f"{args.latency_ms:.0f} ms stub", oh), ("0 ms stub", oh0)):
+        print(f"CPU per call ({label}, the stub's own share included in each): direct httpx {o['direct_cpu_ms']:.2f} ms, "
+              f"litellm Router {o['router_cpu_ms']:.2f} ms, through the resource {o['resource_cpu_ms']:.2f} ms")
     return 0
 
 
