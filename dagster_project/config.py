@@ -41,6 +41,7 @@ class PipelineResource(dg.ConfigurableResource):
     appearance_chooser: str = ""
     chooser_max_links: int = 30  # links shown to it: the candidates first, then other outbound links
     # stage 5
+    max_claims: int = 0  # claims of a quarter that go on to the model stages (the first ones); 0: all of them
     max_media: int = 4
     max_words: int = 70
     max_sentences: int = 2

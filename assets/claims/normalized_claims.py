@@ -247,8 +247,12 @@ def normalize_all(
         ocr = TextCache(Path(llm.cache_path).with_name("ocr_cache.sqlite"))  # beside the LLM cache: a re-run reads no image
     leaks = LeakVocabulary.from_reviews(claims)  # the quarter's own verdict words, per language
     stats.extra["leak_vocabulary/ratings"] = sum(len(w) for w in leaks.ratings.values())
-    work = prefetch(claims, lambda c: normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store, leaks,
-                                                      ocr), llm.parallel_claims)
+    # max_claims (a demo on a slow model): the quarter's first claims in the upstream table's order; the rest are
+    # dropped before any model call, and counted
+    over = {id(c) for c in claims[pipeline.max_claims:]} if pipeline.max_claims else set()
+    work = prefetch(claims, lambda c: (None, "over_max_claims", []) if id(c) in over else
+                    normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store, leaks, ocr),
+                    llm.parallel_claims)
 
     def one(claim: ClaimAppearances):
         normalized, reason, dropped = work(claim)

@@ -217,10 +217,30 @@ class EnsembleMember(dg.Config):
     # "json_object" (+schema) suits llama.cpp/litellm's schema translation; "json_schema" for strict OpenAI-style APIs
     json_mode: str = "json_object"
     context_window: int | None = None  # tokens; empty: litellm's model info (the embedded model: its server's n_ctx)
+    # a cap on every "justification" string of the answer schema sent to it (a small local model generates a few
+    # tokens per second, and the schema's grammar holds it to the cap); empty: the schema's own limits
+    max_justification_chars: int | None = None
 
     @property
     def is_embedded(self) -> bool:
         return self.model.startswith(LOCAL_PREFIX) and self.api_base is None
+
+    def answer_schema(self, schema: dict) -> dict:
+        """The JSON schema as this member is asked for it: with its justification cap, if it has one."""
+        return _cap_justifications(schema, self.max_justification_chars) if self.max_justification_chars else schema
+
+
+def _cap_justifications(node: Any, cap: int) -> Any:
+    """A copy of a JSON schema in which every object property named "justification" allows at most ``cap`` chars."""
+    if isinstance(node, list):
+        return [_cap_justifications(v, cap) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _cap_justifications(v, cap) for k, v in node.items()}
+    field = out.get("properties", {}).get("justification") if isinstance(out.get("properties"), dict) else None
+    if isinstance(field, dict) and field.get("type") == "string":
+        field["maxLength"] = min(cap, field.get("maxLength", cap))
+    return out
 
 
 class LLMAnswer(pydantic.BaseModel):
@@ -734,6 +754,7 @@ class LLMResource(dg.ConfigurableResource):
         m = self.member(member)
         self._check_open()
         sent = messages if m.vision else strip_images(messages)
+        schema = m.answer_schema(schema)
         key = self.cache_key(m, sent, schema, template_id, template_hash, list(media_hashes))
 
         hit = self._cache_get(key)
