@@ -17,10 +17,10 @@ import json  # noqa: E402
 
 import pytest  # noqa: E402
 
-from bench.rehearsal.panel import PanelConfig, PanelServer  # noqa: E402
-from bench.rehearsal.quarter import QuarterConfig, generate  # noqa: E402
-from bench.rehearsal.records import load_records  # noqa: E402
-from bench.rehearsal.run import agreement, latest_release, write_config  # noqa: E402
+from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
+from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
+from dagster_project.simulation.records import load_records  # noqa: E402
+from dagster_project.simulation.run import agreement, latest_release, write_config  # noqa: E402
 from tests.openai_stub import fast_router_backoff  # noqa: E402
 
 QUARTER = "2025Q3"

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from bench.rehearsal.records import claim_key
+from dagster_project.simulation.records import claim_key
 from tests.openai_stub import OpenAIStub
 
 SIMULATED = "simulated"
