@@ -303,6 +303,7 @@ class PanelServer:
 
     def __exit__(self, *exc):
         self.stub.close()
+        self.stub.httpd.server_close()  # the port is released: nothing answers there after the block
 
     def base(self, member: str) -> str:
         return self.stub.base(member)
