@@ -1,7 +1,8 @@
 """The small simulated quarter, run once per test session (the `simulated` fixture in tests/conftest.py).
 
-A quarter of real records with planted failures and a planted truth (dagster_project/simulation/quarter.py), the simulated
-model panel on loopback at zero latency with its faults on (dagster_project/simulation/panel.py), every stage run by Dagster.
+A quarter of real records with planted failures and a planted truth (dagster_project/simulation/quarter.py), the
+simulated model panel on loopback at zero latency with its faults on (dagster_project/simulation/panel.py), every
+stage run by Dagster.
 tests/test_rehearsal_e2e.py checks that run; the S3, backfill and Celery tests run the same quarter again in their
 own way, from the same LLM and OCR caches (so the panel answers nothing twice), and compare their releases with it.
 """
