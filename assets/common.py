@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
-from schemas.frames import to_frame, validate_rows
+from schemas.frames import to_frame, validate_frame, validate_rows
 from schemas.records import QuarantineRecord
 
 PARTITIONS = quarterly_partitions
@@ -41,6 +41,13 @@ def quarter_of_context(context: dg.AssetExecutionContext) -> str:
     return to_label(context.partition_key)
 
 
+def _input_boundary(bad: list[QuarantineRecord], asset: str, quarter: str, quarantine: list | None) -> None:
+    if bad and quarantine is None:
+        raise ValueError(f"{len(bad)} rows of {asset} {quarter} fail validation, first: {bad[0].reason}")
+    if quarantine is not None:
+        quarantine.extend(bad)
+
+
 def load_upstream(
     store: StoreResource, asset: str, quarter: str, model: type[BaseModel], quarantine: list | None = None
 ) -> list:
@@ -50,10 +57,17 @@ def load_upstream(
     """
     rows = store.read_table(asset, quarter).iter_rows(named=True)
     good, bad = validate_rows(rows, model, f"input:{asset}", quarter)
-    if bad and quarantine is None:
-        raise ValueError(f"{len(bad)} rows of {asset} {quarter} fail validation, first: {bad[0].reason}")
-    if quarantine is not None:
-        quarantine.extend(bad)
+    _input_boundary(bad, asset, quarter, quarantine)
+    return good
+
+
+def load_upstream_frame(
+    store: StoreResource, asset: str, quarter: str, model: type[BaseModel], quarantine: list | None = None
+) -> pl.DataFrame:
+    """``load_upstream`` for a stage that works on frames: the valid rows as a frame of the model's columns, checked
+    column by column (no record object per row)."""
+    good, bad = validate_frame(store.read_table(asset, quarter), model, f"input:{asset}", quarter)
+    _input_boundary(bad, asset, quarter, quarantine)
     return good
 
 

@@ -3,7 +3,7 @@
     .venv/bin/python bench/rehearsal.py [--reviews 4000] [--release-size 1000] [--latency 0.5]
                                         [--parallel-claims 8] [--max-parallel 8] [--out DIR] [--skip-kill]
 
-1. Generates the quarter (bench/rehearsal/quarter.py) from ../shared/data and starts the panel on loopback.
+1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data and starts the panel on loopback.
 2. Runs each stage in its own process through Dagster and prints, per stage: wall time, peak RSS, CPU time,
    panel calls, tokens, cost, and CPU per model call.
 3. The release: size, Intact = Compromised, Unknown share, media share, both variants, 3-bin and category
@@ -33,10 +33,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.rehearsal.panel import PanelConfig, PanelServer  # noqa: E402
-from bench.rehearsal.quarter import QuarterConfig, generate  # noqa: E402
-from bench.rehearsal.records import load_records  # noqa: E402
-from bench.rehearsal.run import agreement, latest_release, write_config  # noqa: E402
+from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
+from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
+from dagster_project.simulation.records import load_records  # noqa: E402
+from dagster_project.simulation.run import agreement, latest_release, write_config  # noqa: E402
 
 STAGES = ["reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
           "rectified_claims", "release", "predictions", "evaluation"]

@@ -15,6 +15,12 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("DAGSTER_GRPC_TIMEOUT_SECONDS", "300")  # read at import: a busy code server answers late
 
 DEMO_QUARTERS = ["2020Q2", "2026Q2"]
+# The demo's simulated quarter (dagster_project/simulation): a feed and WARC made from real records, answered by the
+# simulated model panel on loopback. Only ``veritas demo`` runs it, in <data_dir>/simulated with its own config.
+SIM_QUARTER = "2025Q3"
+SIM_REVIEWS, SIM_RELEASE = 300, 100
+SIM_NOTE = "SIMULATED: generated from real records, rated by sim/... models"
+_SIM_PANELS: list = []  # the panel servers running now (a signal stops them before the process exits)
 
 
 def _instance(config: dict):
@@ -154,10 +160,11 @@ def collect_range(config_path: str | None, first: str, last: str) -> list[dict]:
     return [_quarter_report(history, label, checks) for label in labels]
 
 
-def format_funnel(report: dict) -> str:
+def format_funnel(report: dict, note: str = "") -> str:
+    """The funnel of one quarter as text; ``note`` (e.g. ``SIM_NOTE``) goes into its heading."""
     from dagster_project.dashboard import quarter_summary
 
-    lines = [f"Stage yields for {report['quarter']}:", f"  {'stage':<18}{'in':>7}{'out':>7}  drops"]
+    lines = [f"Stage yields for {report['quarter']}{f' ({note})' if note else ''}:", f"  {'stage':<18}{'in':>7}{'out':>7}  drops"]
     for name, s in report["stages"].items():
         drops = ", ".join(f"{k}={v}" for k, v in sorted(s["drops"].items(), key=lambda kv: -kv[1]) if v) or "-"
         lines.append(f"  {name:<18}{s['rows_in'] if s['rows_in'] is not None else '':>7}{s['rows_out'] if s['rows_out'] is not None else '':>7}  {drops}")
@@ -188,9 +195,97 @@ def format_range(reports: list[dict]) -> str:
     return "\n\n".join(blocks)
 
 
-def demo(config_path: str | None) -> int:
+def print_release(path: str) -> dict:
+    """The release folder, its claim counts and the format check; returns its meta.json."""
     from assets.release.release import validate_release
+
+    meta = json.loads((Path(path) / "meta.json").read_text())
+    problems = validate_release(Path(path))
+    print(f"  release: {path}")
+    print(f"  claims: {meta['claim_counts']}  media: {meta['media_counts']}  "
+          f"format check: {'passed' if not problems else problems}")
+    return meta
+
+
+class _environ:
+    """Environment variables set for the length of a with block, then restored (the Dagster instance of the
+    simulated quarter is its own: ``project_instance`` reads and sets ``DAGSTER_HOME``)."""
+
+    def __init__(self, **values: str):
+        self.values = values
+        self.saved: dict = {}
+
+    def __enter__(self):
+        self.saved = {k: os.environ.get(k) for k in self.values}
+        os.environ.update(self.values)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def simulated_demo(folder: Path, quarter: str = SIM_QUARTER, reviews: int = SIM_REVIEWS,
+                   release_size: int = SIM_RELEASE) -> tuple[bool, str, dict]:
+    """The demo's simulated quarter in ``folder`` (the demo's <data_dir>/simulated): a quarter generated from the
+    committed real-record excerpt, the simulated panel on 127.0.0.1 (zero latency, no faults) as the ensemble, its own
+    config, data dir and Dagster instance, every stage run; then its funnel, release and agreement with the planted
+    truth are printed, each labelled SIMULATED. Returns ``(ok, why it failed, summary)``."""
+    from dagster_project.simulation.panel import PanelConfig, PanelServer
+    from dagster_project.simulation.quarter import QuarterConfig, generate
+    from dagster_project.simulation.records import load_records
+    from dagster_project.simulation.run import agreement, latest_release, write_config
+
+    folder = Path(folder)
+    started = time.monotonic()
+    print(f"[veritas] SIMULATED quarter {quarter}: generating {reviews} reviews from real records in {folder}",
+          flush=True)
+    truth = generate(folder / "quarter", QuarterConfig(quarter=quarter, reviews=reviews, video_share=0.03),
+                     load_records(prefer_shared=False))
+    summary: dict = {"quarter": quarter, "folder": str(folder), "generated_s": round(time.monotonic() - started, 1)}
+    # zero latency and no faults: the demo shows the release; the faults' handling is tests/test_rehearsal_e2e.py's
+    panel = PanelConfig(latency_median_s=0.0, retry_after_s=0.0, faults={})
+    with _environ(VERITAS_SIM_KEY="sk-simulated", DAGSTER_HOME=str(folder / "dagster")), PanelServer(truth, panel) as server:
+        _SIM_PANELS.append(server)
+        try:
+            config = write_config(folder, folder / "quarter", server, release_size=release_size, parallel_claims=4,
+                                  data_dir=folder)
+            ok, reason = materialize_quarter(config, quarter)
+            summary["panel"] = {k: v for k, v in server.panel.counters().items() if k in ("served", "faults")}
+            report = collect_yields(config, quarter)
+        finally:
+            _SIM_PANELS.remove(server)
+    summary["took_s"] = round(time.monotonic() - started, 1)
+    print()
+    print(f"=== SIMULATED quarter {quarter} (not real data: the models are sim/..., the truth is planted) ===")
+    print(format_funnel(report, SIM_NOTE))
+    if report["stages"].get("release", {}).get("path"):
+        release = latest_release(folder, quarter)
+        meta = print_release(str(release))
+        summary["claim_counts"] = meta["claim_counts"]
+        found = agreement(release, truth)
+        found.pop("wrong")
+        summary["agreement"] = found
+        print(f"  agreement with the planted truth: 3-bin accuracy {found['accuracy_3bin']:.1%}, "
+              f"category accuracy {found['accuracy_category']:.1%}, MSE {found['mse']:.4f} ({found['claims']} claims)")
+    evaluation = report["stages"].get("evaluation", {}).get("extras", {})
+    path = folder / "data" / "reports" / quarter / "evaluation.json"
+    if evaluation and path.exists():
+        summary["evaluation"] = {k: evaluation.get(k) for k in ("integrity_acc3", "integrity_mse", "coverage")}
+        systems = ", ".join(json.loads(path.read_text()).get("systems", {}))
+        acc3, mse = evaluation.get("integrity_acc3"), evaluation.get("integrity_mse")
+        print(f"  evaluation ({systems}): integrity 3-bin accuracy "
+              f"{'n/a' if acc3 is None else f'{acc3:.1%}'}, MSE {'n/a' if mse is None else f'{mse:.4f}'}, "
+              f"coverage {evaluation.get('coverage')}; report {path}")
+    print(f"  SIMULATED quarter took {summary['took_s']:.0f}s (generation {summary['generated_s']:.0f}s)")
+    return ok, reason, summary
+
+
+def demo(config_path: str | None) -> int:
     from dagster_project.resources.llm import stop_requested
+    from dagster_project.settings import load_config
 
     started = time.monotonic()
     failed: list[tuple[str, str]] = []  # (quarter, why) of each quarter that failed
@@ -207,22 +302,28 @@ def demo(config_path: str | None) -> int:
         print(format_funnel(report))
         path = report["stages"].get("release", {}).get("path")
         if path:
-            meta = json.loads((Path(path) / "meta.json").read_text())
-            counts = meta["claim_counts"]
-            problems = validate_release(Path(path))
-            print(f"  release: {path}")
-            print(f"  claims: {counts}  media: {meta['media_counts']}  format check: {'passed' if not problems else problems}")
+            counts = print_release(path)["claim_counts"]
             if counts["intact"] == 0 and counts["compromised"] == 0:
                 print("  NOTE: no Intact/Compromised pair was available this quarter, so the split has none; "
                       "nothing was faked to balance it (the embedded model's labels are noise).")
         print()
+    if not stop_requested():  # the simulated quarter needs no embedded model: it runs even after a failed quarter
+        folder = Path(load_config(config_path)["data_dir"]) / "simulated"
+        try:
+            ok, reason, _ = simulated_demo(folder, reviews=SIM_REVIEWS, release_size=SIM_RELEASE)
+        except Exception as err:  # noqa: BLE001 - e.g. the generator or the panel: the last line says why
+            ok, reason = False, f"{type(err).__name__}: {err}"
+        if not ok:
+            failed.append((f"{SIM_QUARTER} (SIMULATED)", reason))
+        print()
     took = time.monotonic() - started
     if failed:
-        quarter, reason = failed[0]
-        print(f"[veritas] demo FAILED after {took:.0f}s: quarter {quarter} failed in {reason}", flush=True)
+        print(f"[veritas] demo FAILED after {took:.0f}s: "
+              + "; ".join(f"quarter {quarter} failed in {reason}" for quarter, reason in failed), flush=True)
         return 1
     print(f"[veritas] demo finished in {took:.0f}s. "
-          "The embedded SmolLM2-135M model proves the plumbing only; its labels are meaningless.")
+          "The embedded SmolLM2-135M model proves the plumbing only; its labels are meaningless. "
+          f"The full-size release is the SIMULATED quarter {SIM_QUARTER}.")
     return 0
 
 
@@ -263,8 +364,12 @@ def run_stoppable(command: str, work) -> int:
         name = signal.Signals(received[0]).name
         request_stop(f"{name} received")
         servers = stop_all()
+        panels = list(_SIM_PANELS)
+        for panel in panels:  # the demo's simulated panel: its port closes before the process exits
+            panel.__exit__(None, None, None)
         worker.join(STOP_GRACE_S)
-        print(f"[veritas] {command} stopped by {name}: {servers} embedded model server(s) stopped, no stage output "
+        print(f"[veritas] {command} stopped by {name}: {servers} embedded model server(s)"
+              f"{' and the simulated model panel' if panels else ''} stopped, no stage output "
               f"written after the signal; the model cache keeps every answer received, so running it again resumes "
               f"from there.", file=sys.stderr, flush=True)
         sys.stdout.flush()
@@ -310,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="veritas", description=__doc__)
     parser.add_argument("--config", help="config file (default: $VERITAS_CONFIG or veritas.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the offline demo snapshot end to end with the embedded model")
+    sub.add_parser("demo", help="run the offline demo snapshot end to end with the embedded model, then a SIMULATED "
+                                      "full-size quarter (simulated model panel on loopback, in <data_dir>/simulated)")
     p_run = sub.add_parser("run", help="materialize the pipeline for one quarter")
     p_run.add_argument("--quarter", required=True, help="e.g. 2025Q4 (or the Dagster key 2025-10)")
     p_run.add_argument("--until", help="stop after this asset")

@@ -72,3 +72,87 @@ def validate_rows(
         except ValidationError as err:
             bad.append(quarantine(stage, quarter, validation_reason(err), row))
     return good, bad
+
+
+# The frame form of each field validator in schemas.records: True where the validator would refuse the value. A model
+# with a validator not named here has every row checked by pydantic (correct, only slower).
+FRAME_RULES = {
+    "Review._http_url": lambda col: ~(col.str.starts_with("http://") | col.str.starts_with("https://")),
+}
+_PLAIN_CONFIG = {"extra", "frozen"}  # model settings that change no value and refuse none
+
+
+def _suspect(col: pl.Expr, annotation: Any, metadata: list) -> pl.Expr | None:
+    """True where pydantic might refuse the column's value (None: no frame form, every row must go to pydantic)."""
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin in (typing.Union, types.UnionType):
+        if len(args) != 1:
+            return None
+        inner = _suspect(col, args[0], metadata)
+        return None if inner is None else col.is_not_null() & inner
+    checks = [col.is_null()]
+    for rule in metadata:  # Field(min_length=..., max_length=...) on a str: counted in characters, as Python does
+        kind = type(rule).__name__  # pydantic's annotated_types.MinLen / MaxLen
+        if annotation is str and kind == "MinLen":
+            checks.append(col.str.len_chars() < rule.min_length)
+        elif annotation is str and kind == "MaxLen":
+            checks.append(col.str.len_chars() > rule.max_length)
+        else:
+            return None
+    if origin is Literal:
+        checks.append(~col.is_in(list(typing.get_args(annotation))))
+    elif origin is list:
+        if args[0] not in (str, int, float, bool, date):
+            return None
+        checks.append(col.list.eval(pl.element().is_null()).list.any())
+    elif annotation not in (str, int, float, bool, date, datetime):
+        return None  # nested models and the rest: pydantic decides
+    return pl.any_horizontal(checks).fill_null(True)
+
+
+def _suspects(df: pl.DataFrame, model: type[BaseModel]) -> pl.Expr | None:
+    """True for the rows of ``df`` that pydantic might refuse; None when the frame cannot tell (a column missing or of
+    another dtype than the model's, a validator or setting without a frame form)."""
+    if set(model.model_config) - _PLAIN_CONFIG or model.__pydantic_decorators__.model_validators:
+        return None
+    schema = polars_schema(model)
+    checks = []
+    for name, field in model.model_fields.items():
+        if name not in df.columns or df.schema[name] != schema[name]:
+            return None
+        check = _suspect(pl.col(name), field.annotation, field.metadata)
+        if check is None:
+            return None
+        checks.append(check)
+    for validator in model.__pydantic_decorators__.field_validators.values():
+        rule = FRAME_RULES.get(getattr(validator.func, "__func__", validator.func).__qualname__)
+        if rule is None:
+            return None
+        checks += [rule(pl.col(name)).fill_null(True) for name in validator.info.fields]
+    return pl.any_horizontal(checks) if checks else pl.lit(False)
+
+
+def validate_frame(
+    df: pl.DataFrame, model: type[BaseModel], stage: str, quarter: str
+) -> tuple[pl.DataFrame, list[QuarantineRecord]]:
+    """``validate_rows`` for a frame, giving the same valid rows (as ``to_frame`` would) and the same quarantine.
+
+    Only the rows that column checks cannot vouch for (nulls, lengths, validators) go through pydantic, which then
+    decides and words the reason exactly as ``validate_rows`` does; the others are kept as they are."""
+    schema = polars_schema(model)
+    suspects = _suspects(df, model)
+    if suspects is None:  # the frame cannot tell: every row through pydantic
+        good, bad = validate_rows(df.iter_rows(named=True), model, stage, quarter)
+        return to_frame(good, model), bad
+    flagged = df.select(suspects.alias("_suspect")).to_series()
+    if not flagged.any():
+        return df.select(*schema).rechunk(), []
+    refused = flagged.clear(n=df.height).fill_null(False)
+    bad = []
+    for i in flagged.arg_true().to_list():
+        _good, one = validate_rows([df.row(i, named=True)], model, stage, quarter)
+        if one:
+            bad += one
+            refused[i] = True
+    return df.filter(~refused).select(*schema).rechunk(), bad

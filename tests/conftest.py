@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from dagster_project.config import PROJECT_ROOT
@@ -19,3 +20,12 @@ def write_demo_config(folder: Path, **stages) -> str:
     path = folder / "veritas.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def simulated(tmp_path_factory):
+    """The small simulated quarter, run once for the session (tests/simulated.py); the panel serves until the end."""
+    from tests.simulated import simulated_quarter
+
+    with simulated_quarter(tmp_path_factory.mktemp("simulated")) as run:
+        yield run

@@ -52,8 +52,11 @@ class OpenAIStub:
                     self.send_header(name, str(value))
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up first (its timeout): as a server
+                    self.close_connection = True                 # would, drop the answer, no traceback
 
         class Server(ThreadingHTTPServer):
             request_queue_size = 256  # a burst of parallel clients must not overflow the listen backlog

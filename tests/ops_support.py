@@ -132,13 +132,9 @@ def schema_responder(mode: str, body: dict):
     return 200, json.dumps(answer)
 
 
-def start_stub() -> OpenAIStub:
-    return OpenAIStub(schema_responder)
-
-
 def write_ops_config(folder: Path, stub: OpenAIStub, store: dict | None = None, executor: dict | None = None,
                      llm_cache: str | None = None) -> str:
-    """The demo config with three stub raters (fast, deterministic), optionally another store and executor."""
+    """The demo config with three raters on ``stub`` (fast, deterministic), optionally another store and executor."""
     folder.mkdir(parents=True, exist_ok=True)
     path = Path(write_demo_config(folder, max_candidate_media=2, max_media=2, evidence_tokens_embedded=150))
     cfg = yaml.safe_load(path.read_text())

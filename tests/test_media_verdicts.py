@@ -56,6 +56,29 @@ def test_the_ocr_reads_a_stamped_false_and_passes_a_clean_photo(store):
     assert media_verdict_text(faux, store, "en", "Faux").casefold() == "faux"
 
 
+def test_the_ocr_cache_reads_each_image_once_across_runs(store, tmp_path):
+    import sqlite3
+
+    from assets.claims.media_text import TextCache, ocr_settings
+
+    stamped, clean = as_medium(store.put_image(photo("FALSE"))), as_medium(store.put_image(photo()))
+    video = Medium(medium_id="v" * 64, kind="video", path="videos/v.mp4", frame_paths=[clean.path, stamped.path])
+    first = TextCache(tmp_path / "ocr_cache.sqlite")
+    assert media_verdict_text(stamped, store, "en", "", first).casefold() == "false"
+    assert media_verdict_text(video, store, "en", "", first).casefold() == "false"  # the stamped frame: cached
+    assert (first.misses, first.hits) == (2, 1)
+    first.close()
+    rerun = TextCache(tmp_path / "ocr_cache.sqlite")  # a re-run: the same answers, no image read again
+    assert media_verdict_text(video, store, "en", "", rerun).casefold() == "false"
+    assert media_verdict_text(clean, store, "en", "", rerun) == ""
+    assert (rerun.misses, rerun.hits) == (0, 3)
+    rerun.close()
+    with sqlite3.connect(tmp_path / "ocr_cache.sqlite") as db:
+        rows = dict(db.execute("SELECT sha256, text FROM ocr_text WHERE settings=?", (ocr_settings(),)).fetchall())
+    assert rows.keys() == {stamped.medium_id, clean.medium_id}  # keyed by the image's content hash
+    assert "FALSE" in rows[stamped.medium_id].upper()
+
+
 def filter_answers(mode: str, body: dict):
     if mode == "broken":
         return 200, "no JSON here"

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -89,20 +90,40 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
 
 
 
-def start_long_backfill(folder: Path, name: str) -> tuple[str, subprocess.Popen, dg.DagsterInstance]:
+class Output:
+    """A child's output, read line by line in a thread, so that a test can wait for a line while the child runs."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.lines = proc, []
+        self.thread = threading.Thread(target=lambda: self.lines.extend(proc.stdout), daemon=True)
+        self.thread.start()
+
+    def has(self, prefix: str) -> bool:
+        return any(line.startswith(prefix) for line in list(self.lines))
+
+    def finish(self, timeout: float) -> str:
+        self.proc.wait(timeout)
+        self.thread.join(10)
+        return "".join(self.lines)
+
+
+def start_long_backfill(folder: Path, name: str) -> tuple[str, subprocess.Popen, Output, dg.DagsterInstance]:
     """All 42 quarters of the demo feed through trusted_reviews; returns once the first quarter is done."""
     cfg = demo_config(folder / name)
     proc = backfill(cfg, "--from", "2016Q1", "--to", "2026Q2", "--until", "trusted_reviews")
+    output = Output(proc)
     deadline = time.monotonic() + 600
     instance = None
     while instance is None or not done_quarters(instance):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"no quarter was done: {proc.communicate()[0]}")
-        if instance is None and (Path(load_config(cfg)["data_dir"]) / "dagster" / "dagster.yaml").exists():
+            pytest.fail(f"no quarter was done: {output.finish(30)}")
+        # the instance is opened once the command has created its backfill (and with it the instance's tables:
+        # opening it earlier would race the command's schema creation)
+        if instance is None and output.has("[backfill] "):
             instance = instance_of(cfg)
         time.sleep(0.2)
-    return cfg, proc, instance
+    return cfg, proc, output, instance
 
 
 def done_quarters(instance) -> set[str]:
@@ -122,7 +143,7 @@ def backfill_runs(instance, backfill_id: str) -> dict[str, set[str]]:
 def test_cancelling_through_the_instance_as_the_ui_does_stops_the_remaining_quarters(folder):
     from dagster._core.execution.backfill import BulkActionStatus
 
-    _, proc, instance = start_long_backfill(folder, "cancel_ui")
+    _, proc, output, instance = start_long_backfill(folder, "cancel_ui")
     with instance:
         try:
             (listed,) = instance.get_backfills()  # the command's backfill, as the UI's Backfills tab lists it
@@ -130,7 +151,7 @@ def test_cancelling_through_the_instance_as_the_ui_does_stops_the_remaining_quar
             done_at_cancel = done_quarters(instance)
             # what the UI's Cancel button does (dagster_graphql's cancel_partition_backfill)
             instance.update_backfill(listed.with_status(BulkActionStatus.CANCELING))
-            out, _ = proc.communicate(timeout=300)
+            out = output.finish(timeout=300)
         finally:
             proc.kill()
         assert proc.returncode == 1 and f"{listed.backfill_id}: CANCELED" in out, out
@@ -143,13 +164,13 @@ def test_cancelling_through_the_instance_as_the_ui_does_stops_the_remaining_quar
 
 
 def test_sigterm_on_the_command_cancels_the_backfill_and_stops_the_remaining_quarters(folder):
-    _, proc, instance = start_long_backfill(folder, "cancel_sigterm")
+    _, proc, output, instance = start_long_backfill(folder, "cancel_sigterm")
     with instance:
         try:
             done_at_signal = done_quarters(instance)
             proc.send_signal(signal.SIGTERM)
             sent = time.time()
-            out, _ = proc.communicate(timeout=300)
+            out = output.finish(timeout=300)
         finally:
             proc.kill()
         assert proc.returncode == 1 and ": cancelling " in out, out
@@ -173,22 +194,64 @@ def quarter_labels() -> list[str]:
     return quarter_range("2016Q1", "2026Q2")
 
 
-def test_a_backfill_through_two_celery_workers_on_redis_gives_the_quarter_runs_tables(folder, reference):
-    """The celery executor: each step of the backfill's runs is a task on a real redis-server, run by a worker."""
-    from tests.ops_support import celery_workers, redis_server
+def backfill_runs_of(cfg: str, out: str) -> tuple[str, list, int]:
+    """The command's backfill id, after checking the instance lists it as done; its runs and their steps."""
+    backfill_id = backfill_id_of(out)
+    with instance_of(cfg) as instance:
+        (listed,) = instance.get_backfills()
+        assert listed.backfill_id == backfill_id and listed.status.value == "COMPLETED_SUCCESS"
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
+        assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        steps = sum(len(instance.get_records_for_run(r.run_id, of_type=dg.DagsterEventType.STEP_SUCCESS).records)
+                    for r in runs)
+    return backfill_id, runs, steps
 
+
+def assert_same_release(cfg: str, simulated: dict) -> None:
+    """The config's latest release of the simulated quarter is the session run's, byte for byte (100 claims)."""
+    from tests.ops_support import release_files
+    from tests.simulated import QUARTER, RELEASE, release_claim_count
+
+    release = StoreResource(root=load_config(cfg)["store"]["root"]).latest_release(QUARTER)
+    assert release_claim_count(release) == RELEASE
+    assert release_files(release) == release_files(simulated["release"])
+
+
+def test_a_backfill_of_the_simulated_quarter_gives_its_release(simulated, tmp_path, monkeypatch):
+    """Every stage of the simulated quarter through `veritas backfill` (a run per quarter in its own process), from
+    the session run's LLM cache: the instance lists the backfill, and the release is the session's, 100 claims."""
+    from tests.simulated import QUARTER, SIM_KEY, rerun_config
+
+    for name, value in SIM_KEY.items():
+        monkeypatch.setenv(name, value)
+    served = simulated["server"].panel.counters()["served"]
+    cfg = rerun_config(simulated, tmp_path / "backfill")
+    proc = backfill(cfg, "--from", QUARTER, "--to", QUARTER)
+    out, _ = proc.communicate(timeout=900)
+    assert proc.returncode == 0, out
+    _, runs, _ = backfill_runs_of(cfg, out)
+    assert sorted(r.tags.get("dagster/partition", "-") for r in runs) == ["-", "2025-07"]  # the snapshot, the quarter
+    assert simulated["server"].panel.counters()["served"] == served
+    assert_same_release(cfg, simulated)
+
+
+def test_a_backfill_through_two_celery_workers_on_redis_gives_the_simulated_release(simulated, folder, monkeypatch):
+    """The celery executor: each step of the backfill's runs, the model stages included, is a task on a real
+    redis-server, run by one of two workers; the simulated quarter's release is the session run's."""
+    from tests.ops_support import celery_workers, redis_server
+    from tests.simulated import QUARTER, SIM_KEY, rerun_config
+
+    for name, value in SIM_KEY.items():
+        monkeypatch.setenv(name, value)
     with redis_server(folder) as broker:
-        cfg = demo_config(folder / "celery")
-        config = yaml.safe_load(Path(cfg).read_text())
-        config["executor"] = {"kind": "celery", "broker": broker}
-        Path(cfg).write_text(yaml.safe_dump(config))
-        with celery_workers(cfg, 2, folder) as logs:
-            proc = backfill(cfg, "--from", QUARTERS[0], "--to", QUARTERS[-1], "--until", "trusted_reviews",
-                            "--launch", "processes")
+        cfg = rerun_config(simulated, folder / "celery", executor={"kind": "celery", "broker": broker})
+        with celery_workers(cfg, 2, folder, env=SIM_KEY) as logs:
+            proc = backfill(cfg, "--from", QUARTER, "--to", QUARTER, "--launch", "processes")
             out, _ = proc.communicate(timeout=900)
             worker_logs = [p.read_text() for p in logs]
     assert proc.returncode == 0, out
-    # review_snapshot once, then per quarter reviews, its volume check and trusted_reviews: one task each
-    assert sum(log.count("succeeded in") for log in worker_logs) == 1 + 3 * len(QUARTERS), worker_logs
-    got = tables(cfg, QUARTERS)
-    assert all(got[k].equals(reference[k]) for k in reference)
+    _, runs, steps = backfill_runs_of(cfg, out)
+    # one task per step: review_snapshot, then the quarter's 10 stages and its 4 asset checks
+    tasks = [log.count("succeeded in") for log in worker_logs]
+    assert sum(tasks) == steps == 1 + 10 + 4, (tasks, steps)
+    assert_same_release(cfg, simulated)

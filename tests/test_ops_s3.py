@@ -1,4 +1,5 @@
-"""The S3 store against a real SeaweedFS server: atomic objects, and the whole demo giving the local store's release."""
+"""The S3 store against a real SeaweedFS server: atomic objects, and the simulated quarter giving the local store's
+release of 100 claims byte for byte."""
 
 import io
 import os
@@ -15,13 +16,7 @@ from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.resources.store import MiB, StoreResource
 from schemas.frames import to_frame
 from schemas.records import Review
-from tests.ops_support import (
-    S3_KEYS,
-    release_files,
-    seaweedfs,
-    start_stub,
-    write_ops_config,
-)
+from tests.ops_support import S3_KEYS, release_files, seaweedfs
 
 BUCKET = "veritas-ops"
 
@@ -137,48 +132,45 @@ def test_a_killed_upload_leaves_no_visible_object(s3, tmp_path):
     assert store.list_objects("releases") == {}
 
 
-@pytest.fixture(scope="module")
-def stub():
-    s = start_stub()
-    yield s
-    s.close()
-
-
-def test_the_demo_on_s3_gives_the_local_release_byte_for_byte(s3, stub, tmp_path, monkeypatch):
+def test_the_simulated_quarter_on_s3_gives_the_local_release_byte_for_byte(s3, simulated, tmp_path, monkeypatch):
+    """The session's simulated quarter (a release of 100 claims, run on the local store) again with the S3 store, from
+    the same LLM cache: the same release, byte for byte, and every table the same."""
     from dagster_project.cli import collect_yields, run_quarter
     from dagster_project.definitions import ASSET_NAMES
+    from tests.simulated import QUARTER, RELEASE, SIM_KEY, release_claim_count, rerun_config
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))  # one instance for both runs, restored after
-    (tmp_path / "dagster_home").mkdir()
-    monkeypatch.setenv("STUB_KEY", "stub")
-    cache = str(tmp_path / "llm_cache.sqlite")  # shared: the S3 run asks the same questions and pays nothing twice
-    local_cfg = write_ops_config(tmp_path / "local", stub, llm_cache=cache)
-    s3_cfg = write_ops_config(tmp_path / "s3", stub, llm_cache=cache, store=s3_settings(s3, prefix="demo"))
-    assert run_quarter(local_cfg, "2026Q2") and run_quarter(s3_cfg, "2026Q2")
+    for name, value in SIM_KEY.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    served = simulated["server"].panel.counters()["served"]
+    s3_cfg = rerun_config(simulated, tmp_path / "s3", store=s3_settings(s3, prefix="simulated"))
+    assert run_quarter(s3_cfg, QUARTER)
+    assert simulated["server"].panel.counters()["served"] == served  # every answer came from the shared cache
 
-    local_release = StoreResource(root=load_config(local_cfg)["store"]["root"]).latest_release("2026Q2")
-    fresh = s3_store(s3, tmp_path / "fresh-working-copy", prefix="demo")  # nothing local: all comes from the bucket
-    s3_release = fresh.latest_release("2026Q2")
+    local_release = simulated["release"]
+    fresh = s3_store(s3, tmp_path / "fresh-working-copy", prefix="simulated")  # nothing local: all from the bucket
+    s3_release = fresh.latest_release(QUARTER)
     assert s3_release.is_relative_to(tmp_path / "fresh-working-copy")
     local_files, s3_files = release_files(local_release), release_files(s3_release)
-    assert {"meta.json", "claims.json", "manifest.json"} <= set(s3_files)
+    assert {"meta.json", "claims.json", "claims.parquet", "manifest.json"} <= set(s3_files)
     assert s3_files == local_files
+    assert release_claim_count(s3_release) == RELEASE
+    assert any(name.startswith(("images/", "videos/")) for name in s3_files)  # the release's media came back too
 
-    # every stage ran and wrote its table (and quarantine) to the bucket, with the same rows as locally
-    local = StoreResource(root=load_config(local_cfg)["store"]["root"])
+    # every stage ran and wrote its table to the bucket, with the same rows as locally
+    local = StoreResource(root=load_config(simulated["config"])["store"]["root"])
     for asset in ASSET_NAMES:
         if asset == "release":
             continue
-        assert fresh.has_table(asset, "2026Q2"), asset
+        assert fresh.has_table(asset, QUARTER), asset
         volatile = ["created"] if asset == "predictions" else []  # the prediction's timestamp names its run
-        assert fresh.read_table(asset, "2026Q2").drop(volatile).equals(local.read_table(asset, "2026Q2").drop(volatile)), asset
-    # the media store's files went to the bucket too
-    local_media = {k: v for k, v in local.list_objects("media").items()}
+        assert fresh.read_table(asset, QUARTER).drop(volatile).equals(local.read_table(asset, QUARTER).drop(volatile)), asset
+    local_media = local.list_objects("media")
     assert local_media and fresh.list_objects("media") == local_media
-    assert fresh.exists("reports/2026Q2/evaluation.json")
+    assert fresh.exists(f"reports/{QUARTER}/evaluation.json")
     assert not (Path(load_config(s3_cfg)["store"]["root"]) / "tables").exists()
-    stages = collect_yields(s3_cfg, "2026Q2")["stages"]
-    assert list(stages) == ASSET_NAMES and stages["release"]["rows_out"] == collect_yields(local_cfg, "2026Q2")["stages"]["release"]["rows_out"]
+    stages = collect_yields(s3_cfg, QUARTER)["stages"]
+    assert list(stages) == ASSET_NAMES and stages["release"]["rows_out"] == RELEASE
 
 
 def test_media_written_through_the_bucket_are_read_on_a_fresh_host(s3, tmp_path):

@@ -1,4 +1,4 @@
-"""The simulated model panel of the dress rehearsal (bench/rehearsal/panel.py) on its own: prompts rendered by the
+"""The simulated model panel of the dress rehearsal (dagster_project/simulation/panel.py) on its own: prompts rendered by the
 real templates go in, answers that follow the planted truth come out, and over HTTP it serves its faults and names
 itself simulated. The whole simulated quarter through every stage is tests/test_rehearsal_e2e.py."""
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.rehearsal.panel import PanelConfig, PanelServer
+from dagster_project.simulation.panel import PanelConfig, PanelServer
 
 
 # ---- the panel alone: real prompts in, answers that follow the planted truth -------------------------------
@@ -30,7 +30,7 @@ def ask(panel, member: str, prompt: str, **inputs) -> dict:
 def test_the_panel_answers_from_the_planted_truth():
     from dataclasses import replace
 
-    from bench.rehearsal.panel import DEFAULT_MEMBERS, Panel
+    from dagster_project.simulation.panel import DEFAULT_MEMBERS, Panel
 
     careful = tuple(replace(m, flip=0.0) for m in DEFAULT_MEMBERS)  # no opposite answers: the truth itself
     panel = Panel(TRUTH, PanelConfig(members=careful, latency_median_s=0.0, faults={}))

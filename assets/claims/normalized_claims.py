@@ -1,6 +1,7 @@
 """Stage 5: keep the media that are part of the claim and rewrite the claim as the bare assertion."""
 
 import re
+from pathlib import Path
 
 from assets.common import (
     StageYield,
@@ -8,7 +9,7 @@ from assets.common import (
     map_records,
     stable_id,
 )
-from assets.claims.media_text import ocr_engine, read_text
+from assets.claims.media_text import TextCache, ocr_engine, read_text
 from assets.ensemble import ask, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from assets.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
@@ -154,16 +155,20 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
     return unique[: pipeline.max_media], dropped
 
 
-def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_text: str) -> str:
+def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_text: str,
+                       ocr: TextCache | None = None) -> str:
     """The verdict word printed on an image or on any frame of a video (a fact-checker's "FALSE" stamp), or ''.
-    Only the label scheme's words and the claim's own rating count: a meme's own text is not a verdict."""
+    Only the label scheme's words and the claim's own rating count: a meme's own text is not a verdict.
+    With ``ocr``, text read before (this run or an earlier one) comes from that cache."""
+    reader = ocr.read_text if ocr is not None else read_text
     for path in [medium.path] if medium.kind == "image" else medium.frame_paths:
-        if word := verdict_leak(read_text(store.read(path)), language, rating_text=rating_text):
+        if word := verdict_leak(reader(store.read(path)), language, rating_text=rating_text):
             return word
     return ""
 
 
-def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore) -> dict[str, str]:
+def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,
+                 ocr: TextCache | None = None) -> dict[str, str]:
     """medium id -> why it goes: the model's reason, ``filter_failed`` when its answer failed (never kept on a
     failure), or ``verdict_text`` when the OCR reads a verdict word on a medium the model kept."""
     member = llm.member_names()[0]
@@ -179,7 +184,7 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
             verdicts[m.medium_id] = answer.parsed["reason"]
         elif not (m.kind == "image" and min(m.width, m.height) < MIN_SIDE):
             try:
-                if media_verdict_text(m, store, language, claim.rating_text):
+                if media_verdict_text(m, store, language, claim.rating_text, ocr):
                     verdicts[m.medium_id] = "verdict_text"
             except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
                 verdicts[m.medium_id] = f"ocr_failed:{type(err).__name__}"
@@ -188,7 +193,7 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
 
 def normalize_claim(
     claim: ClaimAppearances, article: Article | None, llm: LLMResource, pipeline: PipelineResource, store: MediaStore,
-    leaks: LeakVocabulary | None = None,
+    leaks: LeakVocabulary | None = None, ocr: TextCache | None = None,
 ) -> tuple[NormalizedClaim | None, str, list[str]]:
     """The normalized claim and '', or the claim kept in the fact-checker's wording and why the model's text was not
     used (``model_error:<kind>``, ``model_text:<check>``), or None and the drop reason; and the media dropped on the
@@ -198,7 +203,7 @@ def normalize_claim(
         return None, "injection_flagged", []
     member = llm.member_names()[0]
     language = claim.language or (article.language if article else "")
-    media, dropped = select_media(claim, filter_media(claim, language, llm, store), pipeline)
+    media, dropped = select_media(claim, filter_media(claim, language, llm, store, ocr), pipeline)
     title = claim.title or (article.title if article else "")
     answer = ask(
         llm, member, "normalize_claim", ClaimTextAnswer, stage=STAGE, media=media, media_store=store,
@@ -236,15 +241,17 @@ def normalize_all(
 ) -> tuple[list[NormalizedClaim], StageYield]:
     stats = StageYield(len(claims))
     drops_flagged(pipeline)  # an unknown injection policy stops the stage before any call
+    ocr = None
     if any(c.media for c in claims):
         ocr_engine()  # loaded once up front: a missing OCR stops the stage here, not claim by claim
+        ocr = TextCache(Path(llm.cache_path).with_name("ocr_cache.sqlite"))  # beside the LLM cache: a re-run reads no image
     leaks = LeakVocabulary.from_reviews(claims)  # the quarter's own verdict words, per language
     stats.extra["leak_vocabulary/ratings"] = sum(len(w) for w in leaks.ratings.values())
     # max_claims (a demo on a slow model): the quarter's first claims in the upstream table's order; the rest are
     # dropped before any model call, and counted
     over = {id(c) for c in claims[pipeline.max_claims:]} if pipeline.max_claims else set()
     work = prefetch(claims, lambda c: (None, "over_max_claims", []) if id(c) in over else
-                    normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store, leaks),
+                    normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store, leaks, ocr),
                     llm.parallel_claims)
 
     def one(claim: ClaimAppearances):
@@ -260,7 +267,13 @@ def normalize_all(
             count(stats, "injection/flagged")
         return normalized, ""
 
-    out = map_records(STAGE, claims, one, stats, log)
+    try:
+        out = map_records(STAGE, claims, one, stats, log)
+    finally:
+        if ocr is not None:
+            ocr.close()
+    if ocr is not None:
+        stats.extra.update({"ocr/images_read": ocr.misses, "ocr/cache_hits": ocr.hits})
     fallbacks = int(stats.extra.get("normalization/original", 0))
     if log and fallbacks * 2 > len(out):
         causes = {k.removeprefix("fallback/"): v for k, v in stats.extra.items() if k.startswith("fallback/")}

@@ -23,7 +23,7 @@ from assets.ingestion.sources import load_sources
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
-from schemas.frames import to_frame, validate_rows
+from schemas.frames import validate_frame
 from schemas.records import Review
 
 TOP_PUBLISHERS = 10
@@ -38,6 +38,16 @@ def configured(pipeline: PipelineResource) -> list[dict]:
 def site_of(url: str) -> str:
     host = host_of(url)
     return registered_domain(host) if host else ""
+
+
+def sites_of(urls: pl.Series) -> list[str]:
+    """``site_of`` of every URL, worked out once per distinct ``scheme://host`` part: urlsplit finds the host there
+    alone (a URL holding whitespace or control characters, which urlsplit edits, is taken whole)."""
+    key = (pl.when(pl.col("url").str.contains(r"[\x00-\x20\x7f]")).then(pl.col("url"))
+           .otherwise(pl.coalesce(pl.col("url").str.extract(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/?#]*)"), pl.col("url"))))
+    keys = urls.to_frame("url").select(key).to_series()
+    found = {k: site_of(k) for k in keys.unique().to_list()}
+    return keys.replace_strict(found, return_dtype=pl.Utf8).to_list()
 
 
 def mix_metadata(frame: pl.DataFrame, publishers: list[str]) -> dict:
@@ -97,8 +107,7 @@ def reviews(context: dg.AssetExecutionContext, pipeline: PipelineResource, store
         raise dg.Failure("the configured sources have no review_snapshot yet: materialize review_snapshot first "
                          "(veritas run and veritas backfill include it)")
     frame, bad, stats = read_quarter(store, pointer["fingerprint"], quarter)
-    records, invalid = validate_rows(frame.iter_rows(named=True), Review, STAGE, quarter)
-    table = to_frame(records, Review)
+    table, invalid = validate_frame(frame, Review, STAGE, quarter)
     stats.extra["snapshot"] = pointer["fingerprint"]
-    stats.extra.update(mix_metadata(table, [site_of(url) for url in table["review_url"].to_list()]))
+    stats.extra.update(mix_metadata(table, sites_of(table["review_url"])))
     return finish_stage(context, store, STAGE, quarter, table, Review, stats, bad + invalid)

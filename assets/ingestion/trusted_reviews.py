@@ -6,12 +6,11 @@ from collections import Counter
 
 import dagster as dg
 
-from assets.common import finish_stage, load_upstream, quarter_of_context, stage_asset
+from assets.common import finish_stage, load_upstream_frame, quarter_of_context, stage_asset
 from assets.ingestion.publishers import filter_trusted, load_registry
 from assets.ingestion.reviews import mix_metadata
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
-from schemas.frames import to_frame
 from schemas.records import Review, TrustedReview
 
 STAGE = "trusted_reviews"
@@ -36,7 +35,7 @@ def trusted_reviews(
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
-    upstream = to_frame(load_upstream(store, "reviews", quarter, Review, bad), Review)
+    upstream = load_upstream_frame(store, "reviews", quarter, Review, bad)
     kept, stats, unknown = filter_trusted(upstream, load_registry(pipeline.publisher_registry))
     report = f"reports/{STAGE}/{quarter}/unknown_publishers.csv"
     store.put_bytes(report, unknown_report(unknown), content_type="text/csv")

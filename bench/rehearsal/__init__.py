@@ -1,3 +1,3 @@
-"""The dress rehearsal: a simulated quarter (quarter.py) from real records, a simulated model panel (panel.py) on
-loopback, and the helpers that run the real pipeline on them and score the release (run.py). Everything here is
-labelled simulated; nothing of it is a default of the pipeline."""
+"""The dress rehearsal's stage runner (stage.py). The simulated quarter, the simulated model panel and the helpers
+that run and score them are in dagster_project/simulation/. Everything here is labelled simulated; nothing of it is a
+default of the pipeline."""

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from bench.rehearsal.quarter import BIN3, DECISIVE
-from bench.rehearsal.records import claim_key
-from bench.rehearsal.panel import MEDIA_REF, PanelServer
+from dagster_project.simulation.quarter import BIN3, DECISIVE
+from dagster_project.simulation.records import claim_key
+from dagster_project.simulation.panel import MEDIA_REF, PanelServer
 
 PLANTED_SCORE = {"intact": 1.0, "compromised": -1.0, "unknown": 0.0}
 
@@ -31,7 +31,7 @@ def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, releas
     }
     path = folder / "veritas.yaml"
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text("# simulated quarter: the model panel is bench/rehearsal/panel.py on loopback\n"
+    path.write_text("# simulated quarter: the model panel is dagster_project/simulation/panel.py on loopback\n"
                     + yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False))
     return str(path)
 

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from bench.rehearsal.records import claim_key
+from dagster_project.simulation.records import claim_key
 from tests.openai_stub import OpenAIStub
 
 SIMULATED = "simulated"
@@ -303,6 +303,7 @@ class PanelServer:
 
     def __exit__(self, *exc):
         self.stub.close()
+        self.stub.httpd.server_close()  # the port is released: nothing answers there after the block
 
     def base(self, member: str) -> str:
         return self.stub.base(member)

@@ -22,7 +22,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak
-from bench.rehearsal.records import claim_key
+from dagster_project.simulation.records import claim_key
 from demo.build_snapshot import (
     CHROME,
     CONTEXT,

@@ -1,0 +1,90 @@
+"""The dress rehearsal, small: a simulated quarter of 300 reviews made from real records (tests/fixtures), every stage
+run by Dagster (WARC replay, the litellm path against the simulated panel on loopback, the real store and gates), a
+release of 100 claims checked for balance and against the planted truth. The quarter and the panel are seeded and the
+panel's answers and faults depend only on the request, so the funnel's counts are exact.
+
+The panel answers at zero latency with its faults on (429s, 5xx, malformed JSON, refusals): the Router and the
+re-ask absorb them. Everything it serves is named sim/..., and the release's manifest lists those models.
+"""
+
+import json
+
+import pytest
+
+from dagster_project.simulation.run import agreement
+from tests.simulated import RELEASE, REVIEWS
+
+
+@pytest.fixture(scope="module")
+def rehearsal(simulated):
+    """The session's simulated quarter (tests/simulated.py): generated, run, then re-run warm."""
+    return simulated
+
+
+def test_the_quarter_is_made_from_real_records_with_failures_planted(rehearsal):
+    truth = rehearsal["truth"]
+    counts = truth["counts"]
+    assert truth["simulated"] is True and counts["reviews"] == REVIEWS
+    assert counts["feed_elements"] == REVIEWS + counts["duplicate_review"]
+    assert {c["category"] for c in truth["claims"].values()} == {
+        "intact", "compromised_veracity", "compromised_ooc", "unknown"}
+    assert all(c["media"] for c in truth["claims"].values() if c["category"] == "compromised_ooc")
+    assert counts == {"reviews": REVIEWS, "feed_elements": REVIEWS + 7, "bot_wall": 7, "not_found": 6, "paywall": 8,
+                      "too_short": 8, "dead_appearance": 11, "duplicate_review": 7, "videos": 4, "images": 167,
+                      "near_duplicates": 3, "media_claims": 171}  # the generator is seeded: every failure kind planted
+    feed = json.loads((rehearsal["folder"] / "quarter" / "feed.json").read_text())
+    urls = {e["url"] for e in feed["dataFeedElement"]}
+    assert all("/veritas-sim/" in u for u in urls) and len(urls) == REVIEWS
+
+
+def test_every_stage_ran_and_the_funnel_matches_the_planted_failures(rehearsal):
+    assert rehearsal["ok"]
+    stages = rehearsal["first_yields"]["stages"]
+    counts = rehearsal["truth"]["counts"]
+    funnel = {name: (s["rows_in"], s["rows_out"], s["drops"]) for name, s in stages.items()}
+    assert funnel["reviews"] == (REVIEWS + counts["duplicate_review"], REVIEWS, {"duplicate": counts["duplicate_review"]})
+    # five reviews come from real publishers that are in the registry but not as signatories
+    assert funnel["trusted_reviews"] == (REVIEWS, REVIEWS - 5, {"not_a_signatory": 5})
+    assert funnel["articles"] == (295, 266, {"bot_wall": counts["bot_wall"], "fetch_failed:404": counts["not_found"],
+                                             "paywall": counts["paywall"], "raw_page_too_short": counts["too_short"]})
+    # one of the 11 dead appearance links belongs to a review whose article was already lost
+    assert funnel["appearances"] == (266, 256, {"appearances_unreachable": counts["dead_appearance"] - 1})
+    assert funnel["normalized_claims"] == (256, 256, {})
+    assert funnel["scored_claims"] == (256, 230, {"rater_disagreement": 26})  # the panel's noise, filtered
+    assert funnel["rectified_claims"] == (230, 344, {})  # 114 Compromised claims gain their Intact rewrite
+    assert funnel["release"] == (344, RELEASE, {"near_duplicate": 5, "not_selected": 239})
+    assert funnel["predictions"] == funnel["evaluation"] == (RELEASE, RELEASE, {})
+
+
+def test_the_release_is_balanced_and_agrees_with_the_planted_truth(rehearsal):
+    folder = rehearsal["release"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert all(m["model"].startswith("openai/sim/") for m in manifest["models"])  # labelled simulated
+    result = agreement(folder, rehearsal["truth"])
+    result.pop("wrong")
+    # Intact = Compromised; media claims at most 80%; never both variants of one claim; the planted truth recovered
+    assert result == {"claims": RELEASE, "intact": 42, "compromised": 42, "unknown": 16, "media_share": 0.8,
+                      "rectified": 0, "both_variants": 0, "accuracy_3bin": 1.0, "accuracy_category": 0.99,
+                      "mse": 0.0084}, result
+
+
+def test_the_panel_was_asked_every_prompt_and_knew_every_claim(rehearsal):
+    first = rehearsal["first"]
+    assert first["unmatched"] == {}
+    kinds = {k for member in first["by_member"].values() for k in member}
+    assert kinds >= {"media_filter", "normalize_claim", "rate_media", "rate_claim/veracity",
+                     "rate_claim/context_coverage", "rectify_claim", "check_rectified"}
+    assert any(name.endswith("/rate_limit") for name in first["faults"])
+
+
+def test_a_warm_rerun_makes_no_model_call(rehearsal):
+    assert rehearsal["rerun_ok"]
+    assert rehearsal["second"]["served"] == rehearsal["first"]["served"]
+    assert rehearsal["first"]["answered_twice"] == 0
+    # nor any OCR: every image's text comes from the OCR cache the first run filled
+    first = rehearsal["first_yields"]["stages"]["normalized_claims"]["extras"]
+    again = rehearsal["yields"]["stages"]["normalized_claims"]["extras"]
+    assert first["ocr/images_read"] > 0
+    assert again["ocr/images_read"] == 0 and again["llm/model_calls"] == 0
+    assert again["ocr/cache_hits"] == first["ocr/images_read"] + first["ocr/cache_hits"]
+
