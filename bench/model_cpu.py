@@ -1,5 +1,5 @@
 """Issue 13 bench: the pipeline's own CPU per model call in the model stages, against the simulated panel at zero
-latency (bench/rehearsal/panel.py on loopback, no faults), so that only our side of each call costs CPU.
+latency (dagster_project/simulation/panel.py on loopback, no faults), so that only our side of each call costs CPU.
 
     .venv/bin/python bench/model_cpu.py [--reviews 60] [--stages scored_claims] [--repeat 2] [--parallel-claims 1]
                                         [--latency 0] [--faults] [--profile DIR [--pyspy BIN]] [--out DIR]
@@ -30,10 +30,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.rehearsal.panel import PanelConfig, PanelServer  # noqa: E402
-from bench.rehearsal.quarter import QuarterConfig, generate  # noqa: E402
-from bench.rehearsal.records import load_records  # noqa: E402
-from bench.rehearsal.run import write_config  # noqa: E402
+from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
+from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
+from dagster_project.simulation.records import load_records  # noqa: E402
+from dagster_project.simulation.run import write_config  # noqa: E402
 
 STAGES = ["reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
           "rectified_claims"]
