@@ -46,15 +46,19 @@ ENV = {**os.environ, "VERITAS_SIM_KEY": "sk-simulated", "PYTHONPATH": str(ROOT)}
 def run_stage(config: str, quarter: str, stage: str, *extra: str, kill_after=None) -> dict:
     """One stage in a child process; its wall time, CPU time and peak RSS (from wait4)."""
     t0 = time.monotonic()
+    # the child's log goes to a file: a pipe read only after the child ends fills up (64 KiB) and stalls the child
+    log = tempfile.TemporaryFile()
     child = subprocess.Popen([sys.executable, "-m", "bench.rehearsal.stage", config, quarter, stage, *extra],
-                             env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
     if kill_after is not None:
         while child.poll() is None and not kill_after():
             time.sleep(0.2)
         if child.poll() is None:
             os.kill(child.pid, signal.SIGKILL)
     _, status, usage = os.wait4(child.pid, 0)
-    err = child.stderr.read().decode(errors="replace")
+    log.seek(max(0, log.seek(0, os.SEEK_END) - 1500))
+    err = log.read().decode(errors="replace")
+    log.close()
     return {"stage": stage, "ok": os.waitstatus_to_exitcode(status) == 0, "killed": os.WIFSIGNALED(status),
             "wall_s": time.monotonic() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024, "stderr_tail": err[-1500:]}
