@@ -16,6 +16,7 @@ import html as html_lib
 import io
 import json
 import re
+import threading
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -154,6 +155,7 @@ class KnowledgeStore:
         self.images: list[ImageEntry] = list(images or [])
         self._text_index = None
         self._image_index = None
+        self._index_lock = threading.Lock()  # claims are verified on several threads: each index is built once
         self._next_doc = 1 + max((p.doc_id for p in self.passages), default=-1)
 
     # -- building
@@ -286,8 +288,9 @@ class KnowledgeStore:
     def text_search(self, query: str, claim_date, k: int = 5, allow_undated: bool = False,
                     exclude_urls: set[str] = frozenset()) -> tuple[list[Hit], dict]:
         """The ``k`` best admissible passages for ``query`` and the count of passages the guard rejected, by reason."""
-        if self._text_index is None and self.passages:
-            self._text_index = self._bm25([f"{p.title} {p.text}" for p in self.passages])
+        with self._index_lock:
+            if self._text_index is None and self.passages:
+                self._text_index = self._bm25([f"{p.title} {p.text}" for p in self.passages])
         mask, rejected = self._mask(self.passages, claim_date, allow_undated, set(exclude_urls))
         hits = [Hit(self.passages[i].url, self.passages[i].text, self.passages[i].published,
                     self.passages[i].date_source, s, "text", {"title": self.passages[i].title})
@@ -297,8 +300,9 @@ class KnowledgeStore:
     def image_search(self, query: str, claim_date, k: int = 3, allow_undated: bool = False,
                      exclude_urls: set[str] = frozenset()) -> tuple[list[Hit], dict]:
         """Images whose surrounding text (alt, page title) matches ``query``."""
-        if self._image_index is None and self.images:
-            self._image_index = self._bm25([f"{i.context} {i.url}" for i in self.images])
+        with self._index_lock:
+            if self._image_index is None and self.images:
+                self._image_index = self._bm25([f"{i.context} {i.url}" for i in self.images])
         mask, rejected = self._mask(self.images, claim_date, allow_undated, set(exclude_urls))
         hits = [Hit(self.images[i].url, self.images[i].context or self.images[i].url, self.images[i].published,
                     self.images[i].date_source, s, "image", {"page_url": self.images[i].page_url})

@@ -17,6 +17,7 @@ from assets.common import (
     quarter_of_context,
     stage_asset,
 )
+from assets.ensemble import prefetch
 from assets.evaluation.knowledge import KnowledgeStore
 from assets.media import MediaStore
 from assets.claims.scored_claims import integrity_of, rate, verdicts_from
@@ -147,11 +148,16 @@ def predictions(
         stats.extra.update({f"knowledge/{k}": v for k, v in knowledge.stats().items() if isinstance(v, int)})
         verifier = make_verifier(pipeline, llm, member, media_store, knowledge)
 
-    def one(claim: ReleaseClaim):
+    def verify(claim: ReleaseClaim) -> Prediction:
         if verifier is None:
-            prediction = predict(claim, quarter, llm, member, media_store)
-        else:
-            prediction = verifier.predict(as_claim(claim, quarter), claim.id, [m.id for m in claim.media], quarter)
+            return predict(claim, quarter, llm, member, media_store)
+        return verifier.predict(as_claim(claim, quarter), claim.id, [m.id for m in claim.media], quarter)
+
+    work = prefetch(claims, verify, llm.parallel_claims)  # claims verified on parallel_claims threads, counted below
+
+    def one(claim: ReleaseClaim):
+        prediction = work(claim)
+        if verifier is not None:
             count(stats, "guard/rejected_evidence", prediction.rejected_evidence)
             count(stats, "qa/questions", len(prediction.qa))
         count(stats, "no_verdict", bool(prediction.error))
