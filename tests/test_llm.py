@@ -280,3 +280,24 @@ def test_parse_json_text_strips_fences_only():
     # a raw newline inside a string (seen from the local model at high temperature) keeps its value
     assert parse_json_text('{"j": "line one\nline two"}') == {"j": "line one\nline two"}
     assert strip_images([{"role": "user", "content": "plain"}]) == [{"role": "user", "content": "plain"}]
+
+
+def test_calls_on_short_lived_threads_share_a_few_cache_connections(stub, tmp_path):
+    """Stages ask on threads made per question; the cache connections are pooled, not kept per thread (a
+    4,000-review run once died of "Too many open files" that way)."""
+    import threading
+
+    res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(stub, "ok")])
+    for wave in range(50):
+        threads = [threading.Thread(target=res.complete_json,
+                                    args=("stub-ok", [*MESSAGES, {"role": "user", "content": f"{wave}/{i}"}]),
+                                    kwargs={"stage": "pool", **CALL}) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert res.ledger_summary(stage="pool")["calls"] == 200
+    free, opened = res._conns
+    assert len(opened) <= 5 and len(free) == len(opened)  # 4 threads at a time, plus the summary's own
+    res.close()
+    assert res._conns is None

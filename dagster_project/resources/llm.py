@@ -547,17 +547,22 @@ class LLMResource(dg.ConfigurableResource):
     # ---- storage ---------------------------------------------------------------------------
     @contextmanager
     def _db(self):
-        """This thread's connection, opened once: closing the last connection to a WAL file checkpoints it (slow)."""
+        """A connection for this block, taken from the free ones (or opened) and given back after: a thread that ends
+        leaves none behind, and connections stay open because closing the last one checkpoints the WAL (slow)."""
         with self._state_lock():
             if self._conns is None:
-                self._conns = threading.local(), []
-        local, opened = self._conns
-        conn = getattr(local, "conn", None)
-        if conn is None:
-            with self._state_lock():  # one thread at a time: the first one switches to WAL and creates the schema
-                conn = local.conn = self._connect()
+                self._conns = [], []  # free, all opened
+            free, opened = self._conns
+            conn = free.pop() if free else None
+            if conn is None:  # under the lock: the first connection switches to WAL and creates the schema
+                conn = self._connect()
                 opened.append(conn)
-        yield conn
+        try:
+            yield conn
+        finally:
+            with self._state_lock():
+                if self._conns is not None and self._conns[1] is opened:
+                    free.append(conn)
 
     def _close_db(self) -> None:
         conns, self._conns = self._conns, None
