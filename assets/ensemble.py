@@ -243,6 +243,17 @@ def ask(
     )
 
 
+def ask_each(llm: LLMResource, members: list[str], fn) -> list:
+    """``fn(member)`` for every member at once, the answers in the members' order: the members' calls of one question
+    wait for none of each other (each member's max_parallel, rpm and tpm still bound its own calls). Members of the
+    embedded server are asked one after another: it answers one request at a time, and in turn it reuses the
+    previous prompt's prefix."""
+    if len(members) <= 1 or any(llm.member(m).is_embedded for m in members):
+        return [fn(m) for m in members]
+    with ThreadPoolExecutor(max_workers=len(members), thread_name_prefix="llm-member") as pool:
+        return list(pool.map(fn, members))
+
+
 def prefetch(items: list, fn, workers: int):
     """``fn`` over ``items`` on ``workers`` threads, ahead of the stage's sequential loop; returns a lookup that
     gives each item's result (or raises its exception) in that loop. With one worker, ``fn`` itself."""

@@ -182,6 +182,11 @@ class ScriptedEnsemble:
     def member_names(self):
         return self.members
 
+    def member(self, name):
+        from dagster_project.resources.llm import EnsembleMember
+
+        return EnsembleMember(name=name, model="openai/scripted")
+
     def ask(self, llm, member, prompt, model, *, stage, media=(), media_store=None, **inputs):
         if prompt == "rate_media":
             i = inputs["medium_index"]

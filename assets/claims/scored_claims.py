@@ -14,6 +14,7 @@ from assets.common import (
 )
 from assets.ensemble import (
     ask,
+    ask_each,
     drops_flagged,
     evidence_budgets,
     injection_flags,
@@ -202,11 +203,11 @@ def rate(
         return sum(r.property == prop and r.medium_index == medium_index for r in ratings) < min_ratings
 
     for i, medium in enumerate(claim.media):
-        for member in members:
-            answer = ask(
-                llm, member, "rate_media", MediaRatingAnswer, stage=stage, media=claim.media, media_store=media_store,
-                medium_kind=medium.kind, medium_index=i, evidence=evidence_of(member), **base,
-            )
+        answers = ask_each(llm, members, lambda member, i=i, medium=medium: ask(
+            llm, member, "rate_media", MediaRatingAnswer, stage=stage, media=claim.media, media_store=media_store,
+            medium_kind=medium.kind, medium_index=i, evidence=evidence_of(member), **base,
+        ))
+        for member, answer in zip(members, answers):
             collect(answer, lambda a, i=i, member=member: [
                 to_rating(member, p, a.parsed[p], i, a.raw) for p in MEDIA_PROPERTIES
             ])
@@ -221,11 +222,11 @@ def rate(
     for prop in CLAIM_PROPERTIES:
         if prop == "context_coverage" and not asks_coverage(aggregate(ratings, "veracity")):
             break
-        for member in members:
-            answer = ask(
-                llm, member, "rate_claim", PropertyAnswer, stage=stage, media=claim.media, media_store=media_store,
-                property=prop, evidence=evidence_of(member), **base,
-            )
+        answers = ask_each(llm, members, lambda member, prop=prop: ask(
+            llm, member, "rate_claim", PropertyAnswer, stage=stage, media=claim.media, media_store=media_store,
+            property=prop, evidence=evidence_of(member), **base,
+        ))
+        for member, answer in zip(members, answers):
             collect(answer, lambda a, member=member, prop=prop: [to_rating(member, prop, a.parsed, -1, a.raw)])
         if short(prop):
             break
