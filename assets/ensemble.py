@@ -245,13 +245,18 @@ def ask(
 
 def ask_each(llm: LLMResource, members: list[str], fn) -> list:
     """``fn(member)`` for every member at once, the answers in the members' order: the members' calls of one question
-    wait for none of each other (each member's max_parallel, rpm and tpm still bound its own calls). Members of the
-    embedded server are asked one after another: it answers one request at a time, and in turn it reuses the
-    previous prompt's prefix."""
-    if len(members) <= 1 or any(llm.member(m).is_embedded for m in members):
-        return [fn(m) for m in members]
-    with ThreadPoolExecutor(max_workers=len(members), thread_name_prefix="llm-member") as pool:
-        return list(pool.map(fn, members))
+    wait for none of each other (each member's max_parallel, rpm and tpm still bound its own calls)."""
+    return at_once(llm, members, members, fn)
+
+
+def at_once(llm: LLMResource, members: list[str], items: list, fn) -> list:
+    """``fn(item)`` for every item on its own thread, the results in the items' order (an exception surfaces as
+    ``fn``'s would). When one of ``members`` (those ``fn`` asks) is the embedded server, one after another: it answers
+    one request at a time, and in turn it reuses the previous prompt's prefix."""
+    if len(items) <= 1 or any(llm.member(m).is_embedded for m in members):
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="llm-ask") as pool:
+        return list(pool.map(fn, items))
 
 
 def prefetch(items: list, fn, workers: int):

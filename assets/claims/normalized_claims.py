@@ -10,7 +10,7 @@ from assets.common import (
     stable_id,
 )
 from assets.claims.media_text import TextCache, ocr_engine, read_text
-from assets.ensemble import ask, drops_flagged, injection_flags, llm_claim_asset, prefetch
+from assets.ensemble import ask, at_once, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from assets.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
@@ -173,11 +173,11 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
     failure), or ``verdict_text`` when the OCR reads a verdict word on a medium the model kept."""
     member = llm.member_names()[0]
     verdicts: dict[str, str] = {}
-    for m in claim.media:
-        answer = ask(
-            llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
-            claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin, source=m.source_url,
-        )
+    answers = at_once(llm, [member], claim.media, lambda m: ask(  # the media's questions go out together
+        llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
+        claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin, source=m.source_url,
+    ))
+    for m, answer in zip(claim.media, answers):
         if answer.parsed is None:
             verdicts[m.medium_id] = "filter_failed"
         elif answer.parsed["keep"] == "no":
