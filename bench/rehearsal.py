@@ -130,7 +130,8 @@ def main() -> int:
         print(f"calls per released claim {total_calls / n:.1f}, cost per released claim ${total_cost / n:.5f}")
         print(f"panel: {json.dumps(panel.counters())}")
         scored = rows["scored_claims"]
-        allowed = min(args.parallel_claims, args.max_parallel * len(panel_cfg.members))
+        # each claim asks its question of every member at once (ask_each), each member at most max_parallel at once
+        allowed = len(panel_cfg.members) * min(args.parallel_claims, args.max_parallel)
         achieved = scored["served"] / scored["wall_s"]
         print(f"concurrency efficiency (scored_claims): {achieved:.2f} calls/s / ({allowed} in flight / "
               f"{args.latency:.2f} s) = {achieved / (allowed / args.latency) if args.latency else float('nan'):.2f}")
