@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 from pydantic import BaseModel
 
-from dagster_project.partitions import quarterly_partitions, to_label
+from dagster_project.partitions import quarterly_partitions, to_key, to_label
 from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame, validate_frame, validate_rows
 from schemas.records import QuarantineRecord
@@ -39,6 +39,15 @@ def stable_id(*parts: str, length: int = 16) -> str:
 
 def quarter_of_context(context: dg.AssetExecutionContext) -> str:
     return to_label(context.partition_key)
+
+
+def each_quarter(context: dg.AssetExecutionContext, fn) -> dg.MaterializeResult:
+    """``fn(quarter) -> metadata`` for every quarter of the run, one after the other: one quarter, or a backfill's
+    range where the stage takes several per run (``stages.quarters_per_run``). Each quarter's materialization gets
+    its own metadata, as if it had had a run of its own."""
+    for key in context.partition_keys:
+        context.add_asset_metadata(fn(to_label(key)), partition_key=key)
+    return dg.MaterializeResult()
 
 
 def _input_boundary(bad: list[QuarantineRecord], asset: str, quarter: str, quarantine: list | None) -> None:
@@ -108,6 +117,21 @@ def finish_stage(
 ) -> dg.MaterializeResult:
     """Write the stage's table (records, or a frame of the model's columns) and quarantine as new versions and
     report the yield."""
+    return dg.MaterializeResult(
+        metadata=finish_quarter(context, store, asset, quarter, records, model, stage_yield, quarantined))
+
+
+def finish_quarter(
+    context: dg.AssetExecutionContext,
+    store: StoreResource,
+    asset: str,
+    quarter: str,
+    records: Iterable[BaseModel] | pl.DataFrame,
+    model: type[BaseModel],
+    stage_yield: StageYield,
+    quarantined: list[QuarantineRecord] = (),
+) -> dict:
+    """What ``finish_stage`` writes, for one quarter of a run; returns the quarter's metadata."""
     df = records if isinstance(records, pl.DataFrame) else to_frame(list(records), model)
     run_id = getattr(context, "run_id", "") or ""
     version = store.write_table(asset, quarter, df, run_id)
@@ -123,7 +147,7 @@ def finish_stage(
     meta = stage_yield.metadata(len(df))
     meta.update({"quarter": quarter, "version": version, "quarantined": len(quarantined)})
     context.log.info(f"{asset} {quarter}: {stage_yield.rows_in} in, {len(df)} out, drops {dict(stage_yield.drops)}")
-    return dg.MaterializeResult(metadata=meta)
+    return meta
 
 
 def map_records(stage: str, items: list, fn, stats: StageYield, log=None) -> list:

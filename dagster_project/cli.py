@@ -100,17 +100,19 @@ def _check_results(history, quarters: set[str]) -> dict[str, dict]:
     found: dict[str, dict] = {}
     for asset, check in YIELD_CHECK_KEYS:
         for evaluation in history.check_evaluations(asset, check):  # newest first: the first hit per quarter is the latest
+            # a batched backfill run evaluates several quarters at once: each one's verdict is under "quarters"
             meta = evaluation["metadata"]
-            quarter = meta.get("quarter")
-            if quarter in quarters and check not in found.setdefault(quarter, {}):
-                found[quarter][check] = {
-                    "asset": asset,
-                    "passed": evaluation["passed"],
-                    "severity": evaluation["severity"],
-                    "note": meta.get("note"),
-                    "metadata": {k: _plain(v) for k, v in meta.items() if k != "note"},
-                    "run_id": evaluation["run_id"],
-                }
+            each = meta.get("quarters") or {meta.get("quarter"): {**meta, "passed": evaluation["passed"]}}
+            for quarter, one in each.items():
+                if quarter in quarters and check not in found.setdefault(quarter, {}):
+                    found[quarter][check] = {
+                        "asset": asset,
+                        "passed": one["passed"],
+                        "severity": evaluation["severity"],
+                        "note": one.get("note"),
+                        "metadata": {k: _plain(v) for k, v in one.items() if k not in ("note", "passed")},
+                        "run_id": evaluation["run_id"],
+                    }
     return found
 
 

@@ -27,6 +27,9 @@ class PipelineResource(dg.ConfigurableResource):
 
     sources: list[SourceSpec] = []
     publisher_registry: str = str(PROJECT_ROOT / "registry" / "publishers.csv")
+    # stages 1-2 take this many quarters per run of a backfill (Dagster's BackfillPolicy): a quarter costs them well
+    # under a second, a run about as much again; 1 gives every quarter a run of its own
+    quarters_per_run: int = 8
     # stage 3
     min_raw_chars: int = 2000
     min_article_chars: int = 1000

@@ -37,6 +37,9 @@ JOB_ASSETS = [predictions, evaluation]
 ALL_ASSETS = SNAPSHOT_ASSETS + PIPELINE_ASSETS + JOB_ASSETS
 ASSET_NAMES = [a.key.path[-1] for a in PIPELINE_ASSETS + JOB_ASSETS]  # the quarter stages in order: --until, funnel
 BOARD_ASSETS = [leaderboard]  # not partitioned: every quarter's evaluation feeds it
+BATCHED_STAGES = {"reviews", "trusted_reviews"}  # a backfill runs several quarters of these at once (quarters_per_run)
+# A job's backfill (the job page's) takes its assets' smallest policy, one quarter per run, and says so: expected here.
+warnings.filterwarnings("ignore", message="Asset job .* materializes assets with varying BackfillPolicies")
 
 
 def with_snapshot(names: list[str]) -> list[str]:
@@ -58,6 +61,9 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
     with warnings.catch_warnings():  # code references are beta in 1.13; they link each asset to its source in the UI
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets = dg.with_source_code_references(ALL_ASSETS + BOARD_ASSETS)
+    resources = build_resources(config)
+    per_run = dg.BackfillPolicy.multi_run(max(1, resources["pipeline"].quarters_per_run))
+    assets = [a.with_attributes(backfill_policy=per_run) if a.key.path[-1] in BATCHED_STAGES else a for a in assets]
     # run-level retries (the daemon's, once `run_retries: {enabled: true}` is in dagster.yaml) on top of step retries
     retry_tags = {"dagster/max_retries": str(RETRY_DEFAULTS["max_retries"]), "dagster/retry_strategy": "FROM_FAILURE"}
     all_stages = dg.define_asset_job(
@@ -67,7 +73,7 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
     return dg.Definitions(
         assets=assets,
         asset_checks=CHECKS,
-        resources=build_resources(config),
+        resources=resources,
         jobs=[
             dg.define_asset_job("quarterly_refresh", selection=dg.AssetSelection.assets(*SNAPSHOT_ASSETS, *PIPELINE_ASSETS),
                                 tags=retry_tags),

@@ -15,12 +15,14 @@ import pytest
 import yaml
 
 from dagster_project.config import PROJECT_ROOT, load_config
+from dagster_project.history import latest_materialization
 from dagster_project.partitions import to_label
 from dagster_project.resources.store import StoreResource
 from tests.conftest import write_demo_config
 
 QUARTERS = ["2020Q1", "2020Q2", "2020Q3"]
 TABLES = ["reviews", "trusted_reviews"]
+PER_RUN = 2  # quarters per run in the cancel tests: the run under way when the cancel comes may finish
 
 
 def backfill(cfg: str, *args: str) -> subprocess.Popen:
@@ -79,11 +81,28 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
         assert listed.backfill_id == backfill_id and listed.status.value == "COMPLETED_SUCCESS"
         assert {k.to_user_string() for k in listed.asset_selection} == {"review_snapshot", *TABLES}
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
-        # the snapshot once, then one run per quarter with both stages
-        assert sorted(r.tags.get("dagster/partition", "-") for r in runs) == ["-", "2020-01", "2020-04", "2020-07"]
+        # the snapshot once, then one run with both stages for the three quarters (stages.quarters_per_run: 8)
+        assert sorted(quarters_of_run(r) for r in runs) == [[], QUARTERS]
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
         snapshot = instance.fetch_materializations(dg.AssetKey("review_snapshot"), limit=10).records
         assert len(snapshot) == 1 and snapshot[0].asset_materialization.metadata["parsed"].value is True
+        # each quarter's materialization carries its own yield, as a run of its own would have
+        for table in TABLES:
+            for q, rows in zip(QUARTERS, (0, 16, 0)):
+                meta = latest_materialization(instance, table, q).asset_materialization.metadata
+                assert (meta["quarter"].value, meta["rows_out"].value) == (q, rows)
+        from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus as Status
+
+        (check,) = instance.event_log_storage.get_asset_check_execution_history(  # one evaluation for the run
+            dg.AssetCheckKey(dg.AssetKey("reviews"), "reviews_volume"), limit=10, status={Status.SUCCEEDED, Status.FAILED})
+        verdicts = {q: v["passed"] for q, v in check.evaluation.metadata["quarters"].value.items()}
+        assert verdicts == {"2020Q1": True, "2020Q2": True, "2020Q3": False}  # 0 reviews after 16: below the band
+    from dagster_project.cli import _check_results
+    from dagster_project.history import open_history
+
+    shown = _check_results(open_history(load_config(cfg)), set(QUARTERS))  # what veritas yields shows per quarter
+    assert {q: c["reviews_volume"]["passed"] for q, c in shown.items()} == verdicts
+    assert shown["2020Q3"]["reviews_volume"]["metadata"]["previous_reviews"] == 16
     got = tables(cfg, QUARTERS)
     assert all(got[k].equals(reference[k]) for k in reference)
     assert [got[(q, "reviews")].height for q in QUARTERS] == [0, 16, 0]  # the demo feed's 2020Q2 reviews
@@ -108,8 +127,12 @@ class Output:
 
 
 def start_long_backfill(folder: Path, name: str) -> tuple[str, subprocess.Popen, Output, dg.DagsterInstance]:
-    """All 42 quarters of the demo feed through trusted_reviews; returns once the first quarter is done."""
+    """All 42 quarters of the demo feed through trusted_reviews, two quarters per run (21 runs); returns once the
+    first run is done."""
     cfg = demo_config(folder / name)
+    settings = yaml.safe_load(Path(cfg).read_text())
+    settings["stages"]["quarters_per_run"] = PER_RUN
+    Path(cfg).write_text(yaml.safe_dump(settings))
     proc = backfill(cfg, "--from", "2016Q1", "--to", "2026Q2", "--until", "trusted_reviews")
     output = Output(proc)
     deadline = time.monotonic() + 600
@@ -131,12 +154,25 @@ def done_quarters(instance) -> set[str]:
     return {to_label(k) for k in instance.get_materialized_partitions(dg.AssetKey("trusted_reviews"))}
 
 
+def quarters_of_run(run) -> list[str]:
+    """The quarters a run materializes: its partition, or the range of a batched backfill run; none for the snapshot."""
+    from dagster_project.partitions import quarterly_partitions
+
+    tags = run.tags
+    if "dagster/partition" in tags:
+        return [to_label(tags["dagster/partition"])]
+    if "dagster/asset_partition_range_start" not in tags:
+        return []
+    keys = dg.PartitionKeyRange(tags["dagster/asset_partition_range_start"], tags["dagster/asset_partition_range_end"])
+    return [to_label(k) for k in quarterly_partitions.get_partition_keys_in_range(keys)]
+
+
 def backfill_runs(instance, backfill_id: str) -> dict[str, set[str]]:
-    """The backfill's quarter runs by status."""
+    """The quarters of the backfill's runs, by the runs' status."""
     out: dict[str, set[str]] = {}
     for run in instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id})):
-        if "dagster/partition" in run.tags:
-            out.setdefault(run.status.value, set()).add(to_label(run.tags["dagster/partition"]))
+        if quarters_of_run(run):
+            out.setdefault(run.status.value, set()).update(quarters_of_run(run))
     return out
 
 
@@ -158,7 +194,7 @@ def test_cancelling_through_the_instance_as_the_ui_does_stops_the_remaining_quar
         assert instance.get_backfill(listed.backfill_id).status.value == "CANCELED"
         runs, done = backfill_runs(instance, listed.backfill_id), done_quarters(instance)
     # the run under way when the cancel came may finish; no other quarter starts, the queued ones are cancelled
-    assert done_at_cancel <= done and len(done - done_at_cancel) <= 1 and len(done) < 42, (done_at_cancel, done)
+    assert done_at_cancel <= done and len(done - done_at_cancel) <= PER_RUN and len(done) < 42, (done_at_cancel, done)
     assert set(runs) == {"SUCCESS", "CANCELED"} and runs["SUCCESS"] == done, runs
     assert runs["SUCCESS"] | runs["CANCELED"] == set(quarter_labels()) and not runs["SUCCESS"] & runs["CANCELED"]
 
@@ -179,7 +215,7 @@ def test_sigterm_on_the_command_cancels_the_backfill_and_stops_the_remaining_qua
         runs, done = backfill_runs(instance, backfill_id), done_quarters(instance)
         stopped = [r for r in instance.get_run_records(filters=dg.RunsFilter(
             tags={"dagster/backfill": backfill_id}, statuses=[dg.DagsterRunStatus.FAILURE]))]
-    assert done_at_signal <= done and len(done - done_at_signal) <= 1 and len(done) < 42, (done_at_signal, done)
+    assert done_at_signal <= done and len(done - done_at_signal) <= PER_RUN and len(done) < 42, (done_at_signal, done)
     # the quarter under way stopped at its step (its run failed, maybe after its last table); every other one was
     # cancelled unstarted
     succeeded, failed = runs.get("SUCCESS", set()), runs.get("FAILURE", set())

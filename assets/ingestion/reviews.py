@@ -6,7 +6,7 @@ from collections import Counter
 import dagster as dg
 import polars as pl
 
-from assets.common import finish_stage, quarter_of_context, stage_asset
+from assets.common import each_quarter, finish_quarter, stage_asset
 from assets.ingestion.cleaning import STAGE
 from assets.ingestion.merging import merge_sources
 from assets.ingestion.publishers import host_of, registered_domain
@@ -101,13 +101,16 @@ def review_snapshot(
     deps=("review_snapshot",),
 )
 def reviews(context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource) -> dg.MaterializeResult:
-    quarter = quarter_of_context(context)
     pointer = latest(store)
     if pointer is None or pointer["configured"] != configured(pipeline):
         raise dg.Failure("the configured sources have no review_snapshot yet: materialize review_snapshot first "
                          "(veritas run and veritas backfill include it)")
-    frame, bad, stats = read_quarter(store, pointer["fingerprint"], quarter)
-    table, invalid = validate_frame(frame, Review, STAGE, quarter)
-    stats.extra["snapshot"] = pointer["fingerprint"]
-    stats.extra.update(mix_metadata(table, sites_of(table["review_url"])))
-    return finish_stage(context, store, STAGE, quarter, table, Review, stats, bad + invalid)
+
+    def one(quarter: str) -> dict:
+        frame, bad, stats = read_quarter(store, pointer["fingerprint"], quarter)
+        table, invalid = validate_frame(frame, Review, STAGE, quarter)
+        stats.extra["snapshot"] = pointer["fingerprint"]
+        stats.extra.update(mix_metadata(table, sites_of(table["review_url"])))
+        return finish_quarter(context, store, STAGE, quarter, table, Review, stats, bad + invalid)
+
+    return each_quarter(context, one)

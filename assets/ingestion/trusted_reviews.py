@@ -6,7 +6,7 @@ from collections import Counter
 
 import dagster as dg
 
-from assets.common import finish_stage, load_upstream_frame, quarter_of_context, stage_asset
+from assets.common import each_quarter, finish_quarter, load_upstream_frame, stage_asset
 from assets.ingestion.publishers import filter_trusted, load_registry
 from assets.ingestion.reviews import mix_metadata
 from dagster_project.config import PipelineResource
@@ -33,16 +33,20 @@ def unknown_report(unknown: Counter) -> bytes:
 def trusted_reviews(
     context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource
 ) -> dg.MaterializeResult:
-    quarter = quarter_of_context(context)
-    bad: list = []  # upstream rows that fail validation
-    upstream = load_upstream_frame(store, "reviews", quarter, Review, bad)
-    kept, stats, unknown = filter_trusted(upstream, load_registry(pipeline.publisher_registry))
-    report = f"reports/{STAGE}/{quarter}/unknown_publishers.csv"
-    store.put_bytes(report, unknown_report(unknown), content_type="text/csv")
-    stats.extra["unknown_publishers"] = dg.MetadataValue.json(dict(unknown.most_common()))  # all of them, not a sample
-    stats.extra["unknown_publishers_distinct"] = len(unknown)
-    stats.extra["unknown_publishers_report"] = dg.MetadataValue.path(f"{store.location}/{report}")
-    publishers = kept["publisher_id"].to_list()
-    stats.extra["top_publishers"] = dg.MetadataValue.json(dict(Counter(publishers).most_common(10)))
-    stats.extra.update(mix_metadata(kept, publishers))
-    return finish_stage(context, store, STAGE, quarter, kept, TrustedReview, stats, bad)
+    registry = load_registry(pipeline.publisher_registry)
+
+    def one(quarter: str) -> dict:
+        bad: list = []  # upstream rows that fail validation
+        upstream = load_upstream_frame(store, "reviews", quarter, Review, bad)
+        kept, stats, unknown = filter_trusted(upstream, registry)
+        report = f"reports/{STAGE}/{quarter}/unknown_publishers.csv"
+        store.put_bytes(report, unknown_report(unknown), content_type="text/csv")
+        stats.extra["unknown_publishers"] = dg.MetadataValue.json(dict(unknown.most_common()))  # all, not a sample
+        stats.extra["unknown_publishers_distinct"] = len(unknown)
+        stats.extra["unknown_publishers_report"] = dg.MetadataValue.path(f"{store.location}/{report}")
+        publishers = kept["publisher_id"].to_list()
+        stats.extra["top_publishers"] = dg.MetadataValue.json(dict(Counter(publishers).most_common(10)))
+        stats.extra.update(mix_metadata(kept, publishers))
+        return finish_quarter(context, store, STAGE, quarter, kept, TrustedReview, stats, bad)
+
+    return each_quarter(context, one)
