@@ -105,20 +105,9 @@ class StageYield:
         return meta
 
 
-def finish_stage(
-    context: dg.AssetExecutionContext,
-    store: StoreResource,
-    asset: str,
-    quarter: str,
-    records: Iterable[BaseModel] | pl.DataFrame,
-    model: type[BaseModel],
-    stage_yield: StageYield,
-    quarantined: list[QuarantineRecord] = (),
-) -> dg.MaterializeResult:
-    """Write the stage's table (records, or a frame of the model's columns) and quarantine as new versions and
-    report the yield."""
-    return dg.MaterializeResult(
-        metadata=finish_quarter(context, store, asset, quarter, records, model, stage_yield, quarantined))
+def finish_stage(*args, **kwargs) -> dg.MaterializeResult:
+    """``finish_quarter`` for a stage whose run is one quarter: its metadata on the run's materialization."""
+    return dg.MaterializeResult(metadata=finish_quarter(*args, **kwargs))
 
 
 def finish_quarter(
@@ -131,7 +120,8 @@ def finish_quarter(
     stage_yield: StageYield,
     quarantined: list[QuarantineRecord] = (),
 ) -> dict:
-    """What ``finish_stage`` writes, for one quarter of a run; returns the quarter's metadata."""
+    """Write the stage's table for one quarter (records, or a frame of the model's columns) and its quarantine as new
+    versions; returns the quarter's yield metadata."""
     df = records if isinstance(records, pl.DataFrame) else to_frame(list(records), model)
     run_id = getattr(context, "run_id", "") or ""
     version = store.write_table(asset, quarter, df, run_id)
