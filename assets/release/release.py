@@ -12,10 +12,10 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
-from assets.media import MediaStore, phash_distance
+from assets.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.scored_claims import EPS, bin3
 from assets.release.card import write_release_card
@@ -50,28 +50,31 @@ def remove_near_duplicates(
     An original and its rectified variant share their media by design and are never each other's duplicates.
     """
     kept: list[ScoredClaim] = []
+    texts: list[str] = []  # the kept claims' texts as compared
     media_owner: dict[str, set[str]] = {}  # medium id -> ids of the kept claims that show it
-    hashes: list[tuple[str, str]] = []  # (phash, owner claim id) of the kept claims' media
+    hashes: list[tuple[int, int, str]] = []  # (hex width, phash as an integer, owner claim id) of the kept claims' media
 
     def owners(m) -> set[str]:
         found = set(media_owner.get(m.medium_id, set()))
         if phash_max_distance >= 0 and m.phash:
-            found |= {cid for h, cid in hashes if len(h) == len(m.phash) and phash_distance(h, m.phash) <= phash_max_distance}
+            width, value = len(m.phash), int(m.phash, 16)  # Hamming distance: the set bits of the XOR
+            found |= {cid for w, h, cid in hashes if w == width and (h ^ value).bit_count() <= phash_max_distance}
         return found
 
     for claim in claims:
         pair = {claim.claim_id, claim.variant_of}
-        others = [k for k in kept if k.claim_id not in pair]
         text = MEDIA_REF.sub("", claim.text).casefold()
-        twin = any(fuzz.token_set_ratio(text, MEDIA_REF.sub("", k.text).casefold()) >= similarity for k in others)
+        others = [t for k, t in zip(kept, texts) if k.claim_id not in pair]
+        twin = process.extractOne(text, others, scorer=fuzz.token_set_ratio, score_cutoff=similarity) is not None
         reused = bool(claim.media) and all(owners(m) - pair for m in claim.media)
         if twin or reused:
             continue
         kept.append(claim)
+        texts.append(text)
         for m in claim.media:
             media_owner.setdefault(m.medium_id, set()).add(claim.claim_id)
             if m.phash:
-                hashes.append((m.phash, claim.claim_id))
+                hashes.append((len(m.phash), int(m.phash, 16), claim.claim_id))
     return kept, len(claims) - len(kept)
 
 
