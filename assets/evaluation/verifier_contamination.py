@@ -9,18 +9,12 @@ contamination-controlled subset, one filter away.
 """
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from assets.ensemble import ask
-from assets.evaluation.evidence_scoring import (
-    Scorer,
-    contamination_score,
-    flag_contaminated,
-    meteor,
-    scorer_info,
-)
 from dagster_project.resources.llm import LLMResource
 from schemas.records import ReleaseClaim
 
@@ -58,9 +52,19 @@ def extract_statements(claim: ReleaseClaim, article: str, llm: LLMResource, memb
     return [s.strip() for s in (answer.parsed or {}).get("statements", []) if s.strip()]
 
 
+def _scoring():
+    """The evidence scorers; nltk and scipy (about 90 MB and 0.7 s) load only when a contamination check runs, not in
+    every process that loads the code location."""
+    from assets.evaluation import evidence_scoring
+
+    return evidence_scoring
+
+
 def check_claim(claim: ReleaseClaim, real_article: str, llm: LLMResource, member: str, extractor: str = "",
-                scorer: Scorer = meteor, threshold: float = DEFAULT_THRESHOLD) -> dict:
-    """One claim's contamination score for ``member`` (``extractor`` defaults to the same member)."""
+                scorer: Callable[[str, str], float] | None = None, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    """One claim's contamination score for ``member`` (``extractor`` defaults to the same member; ``scorer`` to
+    METEOR)."""
+    scoring = _scoring()
     extractor = extractor or member
     written = write_from_memory(claim, llm, member)
     model_statements = extract_statements(claim, "\n".join(written), llm, extractor)
@@ -68,14 +72,14 @@ def check_claim(claim: ReleaseClaim, real_article: str, llm: LLMResource, member
     if not oracle_statements:
         return {"claim_id": claim.id, "model": member, "score": None, "contaminated": None,
                 "reason": "no_oracle_evidence", "n_model": len(model_statements), "n_oracle": 0}
-    score = contamination_score(model_statements, oracle_statements, scorer)
+    score = scoring.contamination_score(model_statements, oracle_statements, scorer or scoring.meteor)
     return {"claim_id": claim.id, "model": member, "score": score,
-            "contaminated": flag_contaminated(score, threshold), "reason": "",
+            "contaminated": scoring.flag_contaminated(score, threshold), "reason": "",
             "n_model": len(model_statements), "n_oracle": len(oracle_statements),
             "model_statements": model_statements, "oracle_statements": oracle_statements}
 
 
-def contamination_report(results: list[dict], threshold: float, scorer: Scorer = meteor) -> dict:
+def contamination_report(results: list[dict], threshold: float, scorer: Callable[[str, str], float] | None = None) -> dict:
     """Benchmark-level score (mean over scored claims), the flagged share and the flagged claim ids, per model."""
     models: dict[str, dict] = {}
     for r in results:
@@ -90,7 +94,8 @@ def contamination_report(results: list[dict], threshold: float, scorer: Scorer =
                "flagged": sorted(m["flagged"]), "flagged_share": len(m["flagged"]) / m["scored"] if m["scored"] else None}
         for name, m in models.items()
     }
-    return {"threshold": threshold, **scorer_info(scorer), "models": summary, "claims": results}
+    scoring = _scoring()
+    return {"threshold": threshold, **scoring.scorer_info(scorer or scoring.meteor), "models": summary, "claims": results}
 
 
 def controlled_ids(report: dict, claim_ids, models: list[str] | None = None) -> set[int]:
