@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/rehearsal.py [--reviews 4000] [--release-size 1000] [--latency 0.5]
                                         [--parallel-claims 16] [--max-parallel 16] [--out DIR] [--skip-kill]
-                                        [--figures-only]
+                                        [--figures-only | --kill-only]
 
 1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data and starts the panel on loopback.
 2. Runs each stage in its own process through Dagster and prints, per stage: wall time, peak RSS, CPU time,
@@ -14,7 +14,8 @@
    ``--figures-only`` stops here.
 5. A warm re-run (every stage): 0 panel calls.
 6. kill -9 in the middle of scored_claims on a cold cache, re-run: the release is byte-identical and the panel
-   answered no request twice.
+   answered no prompt twice (answers made for a client that was gone, in flight at the kill or timed out, count
+   apart as abandoned). ``--kill-only`` runs this check alone on the run already in ``--out``.
 Everything here is simulated and says so; only loopback is used.
 """
 
@@ -82,6 +83,35 @@ def release_digest(folder: Path) -> dict[str, str]:
             if p.is_file() and p.name != "manifest.json" and p.suffix != ".zip"}
 
 
+def kill_check(out: Path, qdir: Path, q: str, server: PanelServer, args, half: int) -> None:
+    """kill -9 in scored_claims after ``half`` answers on a cold cache (the main run's store, so its upstream tables),
+    then scored, rectified and release again: is the release the main run's, byte for byte, and did the panel
+    answer any prompt twice? An answer made for a client that was gone (in flight at the kill, or timed out) is
+    counted apart as abandoned: only the ones the pipeline received and then asked again count twice."""
+    panel = server.panel
+    kill_dir = out / "kill"
+    shutil.rmtree(kill_dir, ignore_errors=True)
+    kill_dir.mkdir()
+    kill_cfg = write_config(kill_dir, qdir, server, release_size=args.release_size,
+                            parallel_claims=args.parallel_claims, max_parallel=args.max_parallel,
+                            data_dir=out / "main" / "data", cache_path=kill_dir / "llm_cache.sqlite")
+    main_digest = release_digest(latest_release(out / "main" / "data", q))
+    panel.forget_answers()
+    before = panel.counters()
+    killed = run_stage(kill_cfg, q, "scored_claims", kill_after=lambda: panel.counters()["served"] - before["served"] >= half)
+    at_kill = panel.counters()
+    again = [run_stage(kill_cfg, q, s) for s in ("scored_claims", "rectified_claims", "release")]
+    after = panel.counters()
+    same = release_digest(latest_release(out / "main" / "data", q)) == main_digest
+    timeouts = sum(n for k, n in after["faults"].items() if k.endswith("/timeout")) - sum(
+        n for k, n in before["faults"].items() if k.endswith("/timeout"))
+    print(f"kill -9 in scored_claims after {at_kill['served'] - before['served']} answers (killed={killed['killed']}, "
+          f"{at_kill['abandoned'] - before['abandoned']} answers abandoned by the killed process); re-run "
+          f"{'ok' if all(a['ok'] for a in again) else 'FAIL'} in {sum(a['wall_s'] for a in again):.0f}s; release "
+          f"byte-identical: {same}; prompts answered twice: {after['answered_twice']} ({timeouts} timeouts, "
+          f"{after['abandoned'] - before['abandoned']} answers abandoned in all)", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reviews", type=int, default=4000)
@@ -93,6 +123,7 @@ def main() -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--skip-kill", action="store_true")
     ap.add_argument("--figures-only", action="store_true", help="the run's figures; no swap-ties, warm or kill -9 run")
+    ap.add_argument("--kill-only", action="store_true", help="only the kill -9 check, on the run already in --out")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="veritas-rehearsal-"))
     quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed)
@@ -101,6 +132,12 @@ def main() -> int:
           f"{args.latency * 1000:.0f} ms, parallel_claims {args.parallel_claims}, max_parallel {args.max_parallel}; in {out}")
     t0 = time.monotonic()
     qdir = out / "quarter"
+    if args.kill_only:
+        truth = json.loads((qdir / "truth.json").read_text(encoding="utf-8"))
+        with PanelServer(truth, PanelConfig(latency_median_s=args.latency, seed=args.seed)) as server:
+            scored = ledger(out / "main" / "data" / "llm_cache.sqlite", "scored_claims")["model_calls"]
+            kill_check(out, qdir, q, server, args, half=scored // 2)
+        return 0
     truth = generate(qdir, quarter_cfg, load_records())
     print(f"generated in {time.monotonic() - t0:.0f}s: {json.dumps(truth['counts'])}", flush=True)
 
@@ -162,24 +199,7 @@ def main() -> int:
               f"panel calls, {time.monotonic() - t1:.0f}s")
 
         if not args.skip_kill:
-            # a cold cache for stage 6 on: the same store, so the upstream tables are the main run's
-            kill_dir = out / "kill"
-            kill_dir.mkdir()
-            kill_cfg = write_config(kill_dir, qdir, server, release_size=args.release_size,
-                                    parallel_claims=args.parallel_claims, max_parallel=args.max_parallel,
-                                    data_dir=out / "main" / "data", cache_path=kill_dir / "llm_cache.sqlite")
-            main_digest = release_digest(release)
-            panel.forget_answers()
-            half = scored["served"] // 2
-            start = panel.counters()["served"]
-            killed = run_stage(kill_cfg, q, "scored_claims", kill_after=lambda: panel.counters()["served"] - start >= half)
-            at_kill = panel.counters()["served"] - start
-            again = [run_stage(kill_cfg, q, s) for s in ("scored_claims", "rectified_claims", "release")]
-            after = latest_release(out / "main" / "data", q)
-            same = release_digest(after) == main_digest
-            print(f"kill -9 in scored_claims after {at_kill} calls (killed={killed['killed']}); re-run "
-                  f"{'ok' if all(a['ok'] for a in again) else 'FAIL'}; release byte-identical: {same}; "
-                  f"requests answered twice: {panel.counters()['answered_twice']}")
+            kill_check(out, qdir, q, server, args, half=scored["served"] // 2)
     print(f"\ntotal {time.monotonic() - t0:.0f}s (SIMULATED quarter; data in {out})")
     return 0
 

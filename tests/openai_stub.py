@@ -1,6 +1,7 @@
 """A loopback stand-in for an OpenAI-compatible provider: the test double sits at the HTTP boundary only."""
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -38,14 +39,30 @@ class OpenAIStub:
                 if status != 200:
                     return self._send(status, content, headers)
                 message = {"role": "assistant", **(content if isinstance(content, dict) else {"content": content})}
-                self._send(200, {
+                delivered = self._send(200, {
                     "id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": "stub-model",
                     "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
                     **overrides,
                 }, headers)
+                settle = getattr(responder, "settle", None)  # a responder that counts only what reached the client
+                if settle is not None:
+                    settle(delivered)
 
-            def _send(self, code, obj, headers=None):
+            def _client_gone(self) -> bool:
+                """The client closed its end while the answer was made (it timed out, or its process died)."""
+                try:
+                    return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+                except BlockingIOError:  # open, nothing to read: still waiting for the answer
+                    return False
+                except OSError:
+                    return True
+
+            def _send(self, code, obj, headers=None) -> bool:
+                """Whether the answer went out; one for a client that already hung up is dropped, as a server's is."""
+                if self._client_gone():
+                    self.close_connection = True
+                    return False
                 data = json.dumps(obj).encode()
                 self.send_response(code)
                 for name, value in (headers or {}).items():
@@ -55,8 +72,10 @@ class OpenAIStub:
                 try:
                     self.end_headers()
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up first (its timeout): as a server
-                    self.close_connection = True                 # would, drop the answer, no traceback
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up first (its timeout): no traceback
+                    self.close_connection = True
+                    return False
+                return True
 
         class Server(ThreadingHTTPServer):
             request_queue_size = 256  # a burst of parallel clients must not overflow the listen backlog

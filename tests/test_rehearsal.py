@@ -24,6 +24,7 @@ def ask(panel, member: str, prompt: str, **inputs) -> dict:
 
     status, message, *_ = panel(member, {"messages": render(prompt, media=MEDIA, **inputs)})
     assert status == 200
+    panel.settle(True)  # what the HTTP stub says once the answer went out
     return json.loads(message["content"])
 
 
@@ -82,3 +83,32 @@ def test_the_panel_serves_faults_over_http_and_labels_itself_simulated():
     assert [m["model"] for m in members] == ["openai/sim/alpha-large", "openai/sim/beta-medium",
                                              "openai/sim/gamma-small", "openai/sim/delta-open"]
     assert all(m["api_base"].startswith("http://127.0.0.1:") and m["input_cost_per_token"] > 0 for m in members)
+
+
+def test_an_answer_to_a_client_that_hung_up_is_abandoned_not_served():
+    """A timed-out request (or a killed process) never gets its answer: the panel counts it apart, so that a prompt
+    asked again afterwards is not counted as answered twice."""
+    import socket
+    import time
+
+    from prompts import render
+
+    config = PanelConfig(latency_median_s=0.3, latency_sigma=0.0, faults={})
+    with PanelServer(TRUTH, config) as server:
+        body = json.dumps({"model": "sim/alpha-large", "messages": render(
+            "rate_claim", media=[], property="veracity", claim=TRUTH["claims"]["b"]["claim"], language="en",
+            claim_date="", evidence="")}).encode()
+        request = (f"POST /sim-alpha/v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                   f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+        def post(wait: bool) -> bytes:
+            with socket.create_connection(("127.0.0.1", server.stub.port)) as conn:
+                conn.sendall(request)
+                return conn.recv(65536) if wait else b""  # not waiting: the client hangs up at once
+
+        post(wait=False)
+        time.sleep(1.0)  # the panel makes its answer (0.3 s) and finds no one to give it to
+        assert server.panel.counters()["abandoned"] == 1 and server.panel.counters()["served"] == 0
+        assert post(wait=True).startswith(b"HTTP/1.1 200")
+        counters = server.panel.counters()
+        assert counters["served"] == 1 and counters["abandoned"] == 1 and counters["answered_twice"] == 0

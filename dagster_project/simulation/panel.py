@@ -127,7 +127,9 @@ class Panel:
         self.served: Counter = Counter()  # (member, prompt type) -> answers given (200s, faults excluded)
         self.faults: Counter = Counter()  # (member, fault) -> count
         self.unmatched: Counter = Counter()  # prompt type -> prompts whose claim the truth table lacks
-        self.answered_keys: Counter = Counter()  # hash of (member, messages) -> 200 answers given for it
+        self.answered_keys: Counter = Counter()  # hash of (member, messages) -> 200 answers the client received
+        self.abandoned: Counter = Counter()  # (member, prompt type) -> answers made for a client that had gone
+        self._made = threading.local()  # this request thread's 200 answer, until the stub says whether it went out
         self.seen_keys: Counter = Counter()  # hash of (member, messages) -> requests received
         self.in_flight = 0
         self.max_in_flight = 0
@@ -267,11 +269,23 @@ class Panel:
         prompt_chars = sum(len(_text(m)) for m in body.get("messages", []))
         usage = {"prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": max(1, len(content) // 4)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        with self.lock:
-            self.served[(member.name, kind)] += 1
-            self.answered_keys[key] += 1
+        self._made.answer = (member.name, kind, key)
         return 200, message, {"x-simulated": "true"}, {"model": member.model, "usage": usage,
                                                           "system_fingerprint": SIMULATED}
+
+    def settle(self, delivered: bool) -> None:
+        """The stub's word on this thread's last 200 answer: served when the client got it; abandoned when it had
+        hung up (a timed-out request, a killed process), so that a repeated prompt counts only if paid twice."""
+        made, self._made.answer = getattr(self._made, "answer", None), None
+        if made is None:
+            return
+        member, kind, key = made
+        with self.lock:
+            if delivered:
+                self.served[(member, kind)] += 1
+                self.answered_keys[key] += 1
+            else:
+                self.abandoned[(member, kind)] += 1
 
     def forget_answers(self) -> None:
         """Start counting repeated answers afresh (e.g. before a run on a cold cache)."""
@@ -287,6 +301,7 @@ class Panel:
                 "served": sum(self.served.values()), "by_member": by_member,
                 "faults": {f"{m}/{f}": n for (m, f), n in sorted(self.faults.items())},
                 "unmatched": dict(self.unmatched), "answered_twice": sum(1 for n in self.answered_keys.values() if n > 1),
+                "abandoned": sum(self.abandoned.values()),
                 "max_in_flight": self.max_in_flight,
             }
 
