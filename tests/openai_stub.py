@@ -28,6 +28,12 @@ class OpenAIStub:
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
+            def handle(self):
+                try:
+                    super().handle()
+                except (ConnectionResetError, BrokenPipeError):  # a client that died mid-connection (kill -9)
+                    self.close_connection = True
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 mode = self.path.strip("/").split("/")[0]

@@ -3,6 +3,7 @@
 import json
 import multiprocessing
 import re
+import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import SimpleNamespace
@@ -263,8 +264,15 @@ def _outcome(review: TrustedReview, result: FetchResult, limits: SimpleNamespace
 _WORKER: dict = {}  # a replay worker's web resource and limits, inherited through fork
 
 
-def _replay_worker_init(web: WebResource, limits: SimpleNamespace) -> None:
-    _WORKER.update(web=web, limits=limits)
+def _worker_init(web: WebResource | None = None, limits: SimpleNamespace | None = None) -> None:
+    """Every worker: SIGTERM and SIGINT back to their defaults. A fork inherits the parent's Python handlers (a
+    Dagster run's, the command's), which only set a flag; then the pool's terminate() after another worker died
+    cannot stop a worker blocked on sending its result, and the pool's shutdown waits for it forever. In replay
+    mode the worker also gets the web resource."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if web is not None:
+        _WORKER.update(web=web, limits=limits)
 
 
 def _replay_chunk(reviews: list[TrustedReview]) -> tuple[list, list[dict]]:
@@ -347,7 +355,7 @@ def _pool(workers: int, web: WebResource, limits: SimpleNamespace) -> ProcessPoo
         web.load_replay_index()
     return ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("fork"),
-        initializer=_replay_worker_init if in_workers else None, initargs=(web, limits) if in_workers else (),
+        initializer=_worker_init, initargs=(web, limits) if in_workers else (),
     )
 
 
