@@ -4,8 +4,10 @@ import json
 import os
 import signal
 import sqlite3
+import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,13 @@ def _config(tmp_path: Path, members: list[dict] | None = None) -> str:
 
 def _latest(config_path: str, asset: str, quarter: str = "2026Q2") -> Path:
     return Path(load_config(config_path)["store"]["root"]) / "tables" / asset / quarter / "LATEST"
+
+
+def _stacks() -> str:
+    """Every thread's stack, for a run that hangs."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(f"--- {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame))
+                     for ident, frame in sys._current_frames().items())
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +80,7 @@ def test_killing_the_embedded_server_in_scored_claims_fails_the_run_within_30s(t
     os.kill(server._proc.pid, signal.SIGKILL)
     runner.join(60)
     took = time.monotonic() - killed
+    assert not runner.is_alive(), f"the run still goes on {took:.0f}s after the kill:\n{_stacks()}"
     ok, reason = result["r"]
     print(f"embedded server killed: the run failed {took:.1f}s later: {reason}")
     assert not ok and took < 30
