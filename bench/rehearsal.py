@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import signal
 import sqlite3
@@ -66,6 +67,11 @@ def run_stage(config: str, quarter: str, stage: str, *extra: str, kill_after=Non
     return {"stage": stage, "ok": os.waitstatus_to_exitcode(status) == 0, "killed": os.WIFSIGNALED(status),
             "wall_s": time.monotonic() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024, "stderr_tail": err[-1500:]}
+
+
+def process_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def ledger(cache: Path, stage: str) -> dict:
@@ -147,18 +153,23 @@ def main() -> int:
         config = write_config(out / "main", qdir, server, release_size=args.release_size,
                               parallel_claims=args.parallel_claims, max_parallel=args.max_parallel)
         cache = out / "main" / "data" / "llm_cache.sqlite"
-        print("\nstage                 ok   wall_s  peak_MB   cpu_s  calls  model  tokens     cost_usd  cpu/call_ms")
+        # panel_cpu: this process's CPU time, which is the panel's while a stage runs; in_flight: the panel's mean
+        print("\nstage                 ok   wall_s  peak_MB   cpu_s  calls  model  tokens     cost_usd  cpu/call_ms"
+              "  panel_cpu_s  in_flight")
         rows = {}
         for stage in STAGES:
-            before = panel.counters()["served"]
+            before, cpu_before = panel.counters(), process_cpu_s()
             r = run_stage(config, q, stage)
-            r["served"] = panel.counters()["served"] - before
+            after = panel.counters()
+            r["served"] = after["served"] - before["served"]
+            r["panel_cpu_s"] = process_cpu_s() - cpu_before
+            r["in_flight"] = (after["in_flight_s"] - before["in_flight_s"]) / r["wall_s"]
             r.update(ledger(cache, stage))
             rows[stage] = r
             per_call = (1000 * r["cpu_s"] / r["model_calls"]) if r["model_calls"] else 0.0
             print(f"{stage:20s} {'ok' if r['ok'] else 'FAIL':4s} {r['wall_s']:8.1f} {r['peak_rss_mb']:8.0f} "
-                  f"{r['cpu_s']:7.1f} {r['served']:6d} {r['model_calls']:6d} {r['tokens']:7d} {r['cost']:12.4f} {per_call:10.1f}",
-                  flush=True)
+                  f"{r['cpu_s']:7.1f} {r['served']:6d} {r['model_calls']:6d} {r['tokens']:7d} {r['cost']:12.4f} {per_call:10.1f}"
+                  f" {r['panel_cpu_s']:12.1f} {r['in_flight']:10.1f}", flush=True)
             if not r["ok"]:
                 print(r["stderr_tail"])
                 return 1
@@ -170,12 +181,13 @@ def main() -> int:
         print(f"\nrelease (SIMULATED): {json.dumps({k: v for k, v in result.items() if k != 'wrong'})}")
         print(f"calls per released claim {total_calls / n:.1f}, cost per released claim ${total_cost / n:.5f}")
         print(f"panel: {json.dumps(panel.counters())}")
-        scored = rows["scored_claims"]
         # each claim asks its question of every member at once (ask_each), each member at most max_parallel at once
         allowed = len(panel_cfg.members) * min(args.parallel_claims, args.max_parallel)
+        scored = rows["scored_claims"]
         achieved = scored["served"] / scored["wall_s"]
         print(f"concurrency efficiency (scored_claims): {achieved:.2f} calls/s / ({allowed} in flight / "
-              f"{args.latency:.2f} s) = {achieved / (allowed / args.latency) if args.latency else float('nan'):.2f}")
+              f"{args.latency:.2f} s) = {achieved / (allowed / args.latency) if args.latency else float('nan'):.2f}; "
+              f"the panel held {scored['in_flight']:.1f} requests on average")
 
         quarter_s = sum(rows[s]["wall_s"] for s in STAGES[:STAGES.index("release") + 1])
         print(f"the quarter, reviews to release: {quarter_s:.0f}s ({quarter_s / 60:.1f} min; target <= 40 min); "

@@ -133,6 +133,7 @@ class Panel:
         self.seen_keys: Counter = Counter()  # hash of (member, messages) -> requests received
         self.in_flight = 0
         self.max_in_flight = 0
+        self.in_flight_s = 0.0  # the sum of every request's time in the panel: over a span, / its length = mean in flight
 
     # ---- what the prompt is about -------------------------------------------------------
     @staticmethod
@@ -228,11 +229,13 @@ class Panel:
             self.seen_keys[key] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        began = time.monotonic()
         try:
             return self._respond(member, body, key, nth)
         finally:
             with self.lock:
                 self.in_flight -= 1
+                self.in_flight_s += time.monotonic() - began
 
     def _respond(self, member: MemberSpec, body: dict, key: str, nth: int):
         rng = _rng(self.config.seed, key, nth)
@@ -302,7 +305,7 @@ class Panel:
                 "faults": {f"{m}/{f}": n for (m, f), n in sorted(self.faults.items())},
                 "unmatched": dict(self.unmatched), "answered_twice": sum(1 for n in self.answered_keys.values() if n > 1),
                 "abandoned": sum(self.abandoned.values()),
-                "max_in_flight": self.max_in_flight,
+                "max_in_flight": self.max_in_flight, "in_flight_s": round(self.in_flight_s, 3),
             }
 
 
