@@ -43,7 +43,9 @@ ENV = {**os.environ, "VERITAS_SIM_KEY": "sk-simulated", "PYTHONPATH": str(ROOT),
 def run_stage(config: str, quarter: str, stage: str, profile: Path | None = None, pyspy: str = "") -> dict:
     cmd = [sys.executable]
     if profile is not None and pyspy:
-        cmd = [pyspy, "record", "--threads", "--nonblocking", "-r", "200", "-f", "speedscope", "-o", str(profile), "--",
+        # --gil: only the thread that holds the GIL is sampled, i.e. the Python work that the threads take turns at
+        cmd = [pyspy, "record", "--threads", "--gil", "--nonblocking", "-r", "200", "-f", "speedscope", "-o", str(profile),
+               "--",
                sys.executable, "-m", "bench.rehearsal.stage"]
     elif profile is not None:
         cmd += ["-m", "cProfile", "-o", str(profile), str(ROOT / "bench/rehearsal/stage.py")]
@@ -64,8 +66,9 @@ def main() -> int:
     ap.add_argument("--stages", default="scored_claims", help="comma-separated measured stages")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--parallel-claims", type=int, default=1)
+    ap.add_argument("--max-parallel", type=int, default=4, help="per member")
     ap.add_argument("--latency", type=float, default=0.0, help="panel median latency (s)")
-    ap.add_argument("--pyspy", default="", help="a py-spy binary: record each measured stage (all threads) as well")
+    ap.add_argument("--pyspy", default="", help="a py-spy binary: record each measured stage as well (the thread holding the GIL)")
     ap.add_argument("--faults", action="store_true", help="the panel's default faults (429, 5xx, timeouts, ...)")
     ap.add_argument("--profile", default="")
     ap.add_argument("--out", default="")
@@ -82,7 +85,8 @@ def main() -> int:
     panel_cfg = PanelConfig(latency_median_s=args.latency, **({} if args.faults else {"retry_after_s": 0.0, "faults": {}}))
     with PanelServer(truth, panel_cfg) as server:
         panel = server.panel
-        main_cfg = write_config(out / "main", qdir, server, release_size=40, parallel_claims=args.parallel_claims)
+        main_cfg = write_config(out / "main", qdir, server, release_size=40, parallel_claims=args.parallel_claims,
+                                max_parallel=args.max_parallel)
         first = min(STAGES.index(s) for s in measured)
         done_file = out / "main" / "upstream_done"
         done = set(done_file.read_text().split()) if done_file.exists() else set()
@@ -101,7 +105,7 @@ def main() -> int:
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{cache}{suffix}").unlink(missing_ok=True)
                 cfg = write_config(out / "cold", qdir, server, release_size=40, parallel_claims=args.parallel_claims,
-                                   data_dir=out / "main" / "data", cache_path=cache)
+                                   max_parallel=args.max_parallel, data_dir=out / "main" / "data", cache_path=cache)
                 panel.forget_answers()
                 before = panel.counters()["served"]
                 prof = Path(args.profile) / f"{stage}-{i}.prof" if args.profile else None

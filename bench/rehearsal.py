@@ -1,7 +1,7 @@
 """Issue 13 bench, the dress rehearsal: a simulated quarter through every stage, against a simulated model panel.
 
     .venv/bin/python bench/rehearsal.py [--reviews 4000] [--release-size 1000] [--latency 0.5]
-                                        [--parallel-claims 16] [--max-parallel 16] [--out DIR] [--skip-kill]
+                                        [--parallel-claims 48] [--max-parallel 16] [--out DIR] [--skip-kill]
                                         [--figures-only | --kill-only]
 
 1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data and starts the panel on loopback.
@@ -123,7 +123,8 @@ def main() -> int:
     ap.add_argument("--reviews", type=int, default=4000)
     ap.add_argument("--release-size", type=int, default=1000)
     ap.add_argument("--latency", type=float, default=0.5, help="panel median latency (s)")
-    ap.add_argument("--parallel-claims", type=int, default=16)
+    ap.add_argument("--parallel-claims", type=int, default=48,
+                    help="claims at once: 3x max_parallel keeps every member busy while claims wait on their slowest")
     ap.add_argument("--max-parallel", type=int, default=16, help="per member")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--out", default="")

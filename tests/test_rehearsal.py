@@ -112,3 +112,4 @@ def test_an_answer_to_a_client_that_hung_up_is_abandoned_not_served():
         assert post(wait=True).startswith(b"HTTP/1.1 200")
         counters = server.panel.counters()
         assert counters["served"] == 1 and counters["abandoned"] == 1 and counters["answered_twice"] == 0
+        assert 0.6 <= counters["in_flight_s"] < 1.6  # two requests of 0.3 s each: the bench's mean in flight
