@@ -109,13 +109,17 @@ def kill_check(out: Path, qdir: Path, q: str, server: PanelServer, args, half: i
     again = [run_stage(kill_cfg, q, s) for s in ("scored_claims", "rectified_claims", "release")]
     after = panel.counters()
     same = release_digest(latest_release(out / "main" / "data", q)) == main_digest
+    with sqlite3.connect(kill_dir / "llm_cache.sqlite") as db:  # every paid call, the killed run's and the re-run's
+        paid, keys = db.execute("SELECT COUNT(*), COUNT(DISTINCT cache_key) FROM llm_ledger WHERE stage='scored_claims'"
+                                " AND cache_hit=0").fetchone()
     timeouts = sum(n for k, n in after["faults"].items() if k.endswith("/timeout")) - sum(
         n for k, n in before["faults"].items() if k.endswith("/timeout"))
     print(f"kill -9 in scored_claims after {at_kill['served'] - before['served']} answers (killed={killed['killed']}, "
           f"{at_kill['abandoned'] - before['abandoned']} answers abandoned by the killed process); re-run "
           f"{'ok' if all(a['ok'] for a in again) else 'FAIL'} in {sum(a['wall_s'] for a in again):.0f}s; release "
           f"byte-identical: {same}; prompts answered twice: {after['answered_twice']} ({timeouts} timeouts, "
-          f"{after['abandoned'] - before['abandoned']} answers abandoned in all)", flush=True)
+          f"{after['abandoned'] - before['abandoned']} answers abandoned in all); the ledger: {paid} paid scored_claims "
+          f"calls for {keys} prompts", flush=True)
 
 
 def main() -> int:
