@@ -35,7 +35,7 @@ from assets.claims.scored_claims import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import NormalizedClaim
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 
 ANSWER = json.dumps({"category": "positive", "certainty": "rather certain", "justification": "bench", "tags": []})
 

@@ -100,7 +100,7 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2", help="the worker counts to compare (the first is the baseline)")
     args = parser.parse_args()
 
-    from tests.openai_stub import OpenAIStub
+    from dagster_project.simulation.openai_stub import OpenAIStub
     from tests.ops_support import schema_responder
 
     calls = {"n": 0}

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import write_demo_config
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 
 VENV_BIN = Path(__file__).resolve().parent.parent / ".venv" / "bin"
 S3_KEYS = {"VERITAS_TEST_S3_KEY": "veritas-test-key", "VERITAS_TEST_S3_SECRET": "veritas-test-secret"}

@@ -107,7 +107,7 @@ def test_the_sqlite_reader_gives_what_the_instance_api_gives(materialized):
 
 def test_costs_reads_the_ledger_only(materialized, monkeypatch):
     from dagster_project.resources.llm import EnsembleMember, LLMResource
-    from tests.openai_stub import OpenAIStub
+    from dagster_project.simulation.openai_stub import OpenAIStub
     from tests.test_llm import MESSAGES, SCHEMA, Rating
 
     cfg, _ = materialized

@@ -33,7 +33,7 @@ from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.web import FetchResult, WebResource
 from schemas.records import Article, TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply, Request
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 AFP_HOST = "faktencheck.afp.com"

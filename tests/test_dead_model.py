@@ -11,7 +11,7 @@ import pytest
 from dagster_project.resources import local_llm
 from dagster_project.resources.llm import EnsembleMember, LLMResource, ModelUnavailable
 from dagster_project.resources.local_llm import LocalModelServer, ServerDied, describe_exit
-from tests.openai_stub import fast_router_backoff, serving
+from dagster_project.simulation.openai_stub import fast_router_backoff, serving
 from tests.ops_support import free_port
 
 FAKE_SERVER = Path(__file__).with_name("fake_llama_server.py")

@@ -17,7 +17,7 @@ from dagster_project.cli import collect_yields, materialize_quarter
 from dagster_project.config import load_config
 from dagster_project.resources import local_llm
 from tests.conftest import write_demo_config
-from tests.openai_stub import serving
+from dagster_project.simulation.openai_stub import serving
 from tests.ops_support import free_port, schema_responder
 
 

@@ -10,7 +10,7 @@ from assets.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.answers import MediaRatingAnswer
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.test_ensemble_e2e import article, correct_answer, review
 
 

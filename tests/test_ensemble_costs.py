@@ -7,7 +7,7 @@ import yaml
 
 from dagster_project.cli import main
 from dagster_project.resources.llm import EnsembleMember, LLMResource
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.test_llm import CALL, MESSAGES
 
 

@@ -15,7 +15,7 @@ from assets.media import MediaStore
 from dagster_project.resources.llm import EnsembleMember, LLMResource, RateLimiter
 from schemas.answers import PropertyAnswer
 from schemas.records import Medium
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 
 ANSWER = json.dumps({"category": "positive", "certainty": "certain", "justification": "ok", "tags": []})
 

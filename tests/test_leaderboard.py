@@ -47,7 +47,7 @@ from dagster_project.resources.web import WebResource
 from schemas.frames import to_frame
 from schemas.records import Article
 from tests.conftest import write_demo_config
-from tests.openai_stub import rating, rating_reply, serving
+from dagster_project.simulation.openai_stub import rating, rating_reply, serving
 from tests.test_verifier import WARC, scripted, warc_body
 
 TOL = 1e-9

@@ -17,7 +17,7 @@ from dagster_project.resources.llm import (
     strip_images,
 )
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
-from tests.openai_stub import OpenAIStub, fast_router_backoff
+from dagster_project.simulation.openai_stub import OpenAIStub, fast_router_backoff
 
 SCHEMA = {
     "type": "object",

@@ -12,7 +12,7 @@ from assets.claims.normalized_claims import filter_media, media_verdict_text
 from assets.media import MediaStore
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import ClaimAppearances, Medium
-from tests.openai_stub import serving
+from dagster_project.simulation.openai_stub import serving
 
 
 def photo(stamp: str = "", seed: int = 7) -> bytes:

@@ -14,7 +14,7 @@ from dagster_project.cli import main
 from dagster_project.commands.models import check_all
 from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.resources.llm import EnsembleMember, LLMResource, default_members
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.provider_stub import ProviderStub
 
 KEYS = {"OPENAI_API_KEY": "sk-openai-test", "ANTHROPIC_API_KEY": "sk-anthropic-test", "GEMINI_API_KEY": "sk-gemini-test"}

@@ -19,7 +19,7 @@ from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame
 from schemas.records import Article, ClaimAppearances, Medium
 from tests.ingest_shapes import FIXTURES
-from tests.openai_stub import OpenAIStub
+from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.test_llm import MESSAGES, SCHEMA, Rating
 
 PROMPTS = PROJECT_ROOT / "prompts"
