@@ -22,22 +22,22 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak
-from dagster_project.simulation.records import claim_key
-from demo.build_snapshot import (
+from dagster_project.simulation.pages import (
     CHROME,
     CONTEXT,
     LINK_SENTENCE,
     METHOD,
     Archive,
-    _font,
     archive_today_page,
     botwall_page,
     esc,
+    font,
     page_shell,
     social_page,
     stamp,
     video_mp4,
 )
+from dagster_project.simulation.records import claim_key
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = ROOT / "registry" / "publishers.csv"
@@ -124,7 +124,7 @@ class Pictures:
             img = Image.fromarray(grid).resize(size, Image.BILINEAR)
             draw = ImageDraw.Draw(img)
             draw.rectangle([0, size[1] - 30, size[0], size[1]], fill=(0, 0, 0))
-            draw.text((10, size[1] - 26), caption[:50], fill=(255, 255, 255), font=_font(18))
+            draw.text((10, size[1] - 26), caption[:50], fill=(255, 255, 255), font=font(18))
             h = self._hash(img)
             xor = np.bitwise_xor(self.hashes, h)
             distances = np.unpackbits(xor.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1) if len(xor) else [64]
