@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import write_demo_config
 from dagster_project.simulation.openai_stub import OpenAIStub
+from tests.conftest import write_demo_config
 
 VENV_BIN = Path(__file__).resolve().parent.parent / ".venv" / "bin"
 S3_KEYS = {"VERITAS_TEST_S3_KEY": "veritas-test-key", "VERITAS_TEST_S3_SECRET": "veritas-test-secret"}
@@ -236,3 +236,44 @@ def celery_workers(config_path: str, n: int, folder: Path, env: dict | None = No
     finally:
         for p in procs:
             stop_group(p, grace=10)
+
+
+# ---- scripted replies for the OpenAI stub, and a Router that backs off in milliseconds ----
+def rating(category: str, certainty: str = "certain", why: str = "scripted") -> dict:
+    """One scripted rater answer to a stage-6 property prompt."""
+    return {"category": category, "certainty": certainty, "justification": why, "tags": []}
+
+
+def rating_reply(user: str, contextualization: dict, veracity: dict) -> tuple:
+    """The scripted reply to a stage-6 rating prompt (media authenticity and contextualization, veracity, context
+    coverage); any other prompt gets a 500 that names it."""
+    if "on authenticity and on contextualization" in user:
+        return 200, json.dumps({"authenticity": rating("positive"), "contextualization": contextualization})
+    if "Rate the claim on veracity" in user:
+        return 200, json.dumps(veracity)
+    if "Rate the claim on context_coverage" in user:
+        return 200, json.dumps(rating("positive", "rather certain"))
+    return 500, {"error": {"message": f"unscripted prompt: {user[-80:]}"}}
+
+
+@contextlib.contextmanager
+def fast_router_backoff(max_sleep_s: float = 0.01):
+    """Shorten the litellm Router's retry backoff (seconds per 429/5xx) while keeping its decisions; yields the list
+    of the sleeps the Router asked for. litellm is imported offline first (cost map from the package)."""
+    from dagster_project.resources.llm import _import_litellm
+
+    _import_litellm()
+    from litellm.router_python_host import PythonHost
+
+    asked: list[float] = []
+    original = PythonHost.sleep_sync
+
+    def short_sleep(self, seconds: float) -> None:
+        asked.append(seconds)
+        time.sleep(min(seconds, max_sleep_s))
+
+    PythonHost.sleep_sync = short_sleep
+    try:
+        yield asked
+    finally:
+        PythonHost.sleep_sync = original

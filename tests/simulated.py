@@ -27,7 +27,7 @@ def simulated_quarter(folder: Path):
     from dagster_project.simulation.records import load_records
     from dagster_project.simulation.run import latest_release, write_config
     from dagster_project.cli import collect_yields, run_quarter
-    from dagster_project.simulation.openai_stub import fast_router_backoff
+    from tests.ops_support import fast_router_backoff
 
     truth = generate(folder / "quarter", QuarterConfig(quarter=QUARTER, reviews=REVIEWS, video_share=0.03),
                      load_records(prefer_shared=False))

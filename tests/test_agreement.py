@@ -10,7 +10,8 @@ import yaml
 from dagster_project.cli import main
 from dagster_project.commands.agreement import DEFAULT_PATHS, run_agreement
 from dagster_project.resources.llm import EnsembleMember, LLMResource
-from dagster_project.simulation.openai_stub import OpenAIStub, rating, rating_reply
+from dagster_project.simulation.openai_stub import OpenAIStub
+from tests.ops_support import rating, rating_reply
 
 
 def _opinion(mode, body):

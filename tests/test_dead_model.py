@@ -11,8 +11,8 @@ import pytest
 from dagster_project.resources import local_llm
 from dagster_project.resources.llm import EnsembleMember, LLMResource, ModelUnavailable
 from dagster_project.resources.local_llm import LocalModelServer, ServerDied, describe_exit
-from dagster_project.simulation.openai_stub import fast_router_backoff, serving
-from tests.ops_support import free_port
+from dagster_project.simulation.openai_stub import serving
+from tests.ops_support import fast_router_backoff, free_port
 
 FAKE_SERVER = Path(__file__).with_name("fake_llama_server.py")
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "string", "enum": ["yes"]}}, "required": ["ok"]}

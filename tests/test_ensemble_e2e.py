@@ -23,7 +23,8 @@ from dagster_project.resources.llm import EnsembleMember, FallbackModel, LLMReso
 from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame
 from schemas.records import Article, ClaimAppearances, Medium, ScoredClaim
-from dagster_project.simulation.openai_stub import OpenAIStub, fast_router_backoff
+from dagster_project.simulation.openai_stub import OpenAIStub
+from tests.ops_support import fast_router_backoff
 
 QUARTER, KEY = "2020Q2", "2020-04"
 TRUE_PHOTO = "The photo shows a 2019 protest in Paris."

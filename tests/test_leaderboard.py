@@ -44,10 +44,11 @@ from dagster_project.config import PROJECT_ROOT, PipelineResource, load_config
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
+from dagster_project.simulation.openai_stub import serving
 from schemas.frames import to_frame
 from schemas.records import Article
 from tests.conftest import write_demo_config
-from dagster_project.simulation.openai_stub import rating, rating_reply, serving
+from tests.ops_support import rating, rating_reply
 from tests.test_verifier import WARC, scripted, warc_body
 
 TOL = 1e-9

@@ -17,7 +17,8 @@ from dagster_project.resources.llm import (
     strip_images,
 )
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
-from dagster_project.simulation.openai_stub import OpenAIStub, fast_router_backoff
+from dagster_project.simulation.openai_stub import OpenAIStub
+from tests.ops_support import fast_router_backoff
 
 SCHEMA = {
     "type": "object",

@@ -7,7 +7,8 @@ from assets.claims.scored_claims import score_all
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import BudgetExceeded, EnsembleMember, LLMResource
 from schemas.records import NormalizedClaim
-from dagster_project.simulation.openai_stub import OpenAIStub, rating, rating_reply
+from dagster_project.simulation.openai_stub import OpenAIStub
+from tests.ops_support import rating, rating_reply
 from tests.test_llm import CALL, MESSAGES
 
 PRICE = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}

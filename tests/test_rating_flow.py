@@ -14,7 +14,8 @@ from assets.claims.scored_claims import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import Article, Medium, NormalizedClaim
-from dagster_project.simulation.openai_stub import rating, rating_reply, serving
+from dagster_project.simulation.openai_stub import serving
+from tests.ops_support import rating, rating_reply
 
 TRUE_TEXT = "The photo shows a 2019 protest in Paris."
 

@@ -27,7 +27,8 @@ from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
 from schemas.frames import from_frame, to_frame
 from schemas.records import Article, NormalizedClaim, Prediction
-from dagster_project.simulation.openai_stub import rating, rating_reply, serving
+from dagster_project.simulation.openai_stub import serving
+from tests.ops_support import rating, rating_reply
 
 WARC = PROJECT_ROOT / "demo/snapshot/pages.warc.gz"
 HONJO_IMAGE = "https://web.archive.org/web/20200422093011im_/"  # prefix of the archived Facebook image (2020-04-22)

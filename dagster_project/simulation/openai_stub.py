@@ -1,9 +1,9 @@
-"""A loopback stand-in for an OpenAI-compatible provider: the test double sits at the HTTP boundary only."""
+"""A loopback stand-in for an OpenAI-compatible provider, at the HTTP boundary only: the simulated panel answers through
+it, and the tests script their own replies with it (their reply helpers are in tests/ops_support.py)."""
 
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -100,23 +100,6 @@ class OpenAIStub:
         self.httpd.shutdown()
 
 
-def rating(category: str, certainty: str = "certain", why: str = "scripted") -> dict:
-    """One scripted rater answer to a stage-6 property prompt."""
-    return {"category": category, "certainty": certainty, "justification": why, "tags": []}
-
-
-def rating_reply(user: str, contextualization: dict, veracity: dict) -> tuple:
-    """The scripted reply to a stage-6 rating prompt (media authenticity and contextualization, veracity, context
-    coverage); any other prompt gets a 500 that names it."""
-    if "on authenticity and on contextualization" in user:
-        return 200, json.dumps({"authenticity": rating("positive"), "contextualization": contextualization})
-    if "Rate the claim on veracity" in user:
-        return 200, json.dumps(veracity)
-    if "Rate the claim on context_coverage" in user:
-        return 200, json.dumps(rating("positive", "rather certain"))
-    return 500, {"error": {"message": f"unscripted prompt: {user[-80:]}"}}
-
-
 @contextmanager
 def serving(responder: Responder):
     """An OpenAIStub for the length of a with block (module fixtures yield from it)."""
@@ -125,26 +108,3 @@ def serving(responder: Responder):
         yield stub
     finally:
         stub.close()
-
-
-@contextmanager
-def fast_router_backoff(max_sleep_s: float = 0.01):
-    """Shorten the litellm Router's retry backoff (seconds per 429/5xx) while keeping its decisions; yields the list
-    of the sleeps the Router asked for. litellm is imported offline first (cost map from the package)."""
-    from dagster_project.resources.llm import _import_litellm
-
-    _import_litellm()
-    from litellm.router_python_host import PythonHost
-
-    asked: list[float] = []
-    original = PythonHost.sleep_sync
-
-    def short_sleep(self, seconds: float) -> None:
-        asked.append(seconds)
-        time.sleep(min(seconds, max_sleep_s))
-
-    PythonHost.sleep_sync = short_sleep
-    try:
-        yield asked
-    finally:
-        PythonHost.sleep_sync = original
