@@ -68,7 +68,8 @@ def main() -> int:
     ap.add_argument("--parallel-claims", type=int, default=1)
     ap.add_argument("--max-parallel", type=int, default=4, help="per member")
     ap.add_argument("--latency", type=float, default=0.0, help="panel median latency (s)")
-    ap.add_argument("--pyspy", default="", help="a py-spy binary: record each measured stage as well (the thread holding the GIL)")
+    ap.add_argument("--pyspy", default="",
+                    help="a py-spy binary: record each measured stage as well (the thread holding the GIL)")
     ap.add_argument("--faults", action="store_true", help="the panel's default faults (429, 5xx, timeouts, ...)")
     ap.add_argument("--profile", default="")
     ap.add_argument("--out", default="")

@@ -158,7 +158,8 @@ def main() -> int:
         config = write_config(out / "main", qdir, server, release_size=args.release_size,
                               parallel_claims=args.parallel_claims, max_parallel=args.max_parallel)
         cache = out / "main" / "data" / "llm_cache.sqlite"
-        # panel_cpu: this process's CPU time, which is the panel's while a stage runs; in_flight: the panel's mean
+        # panel_cpu: this process's CPU time, which is the panel's while a stage runs; in_flight: the mean number of
+        # requests in the panel over the stage's wall time
         print("\nstage                 ok   wall_s  peak_MB   cpu_s  calls  model  tokens     cost_usd  cpu/call_ms"
               "  panel_cpu_s  in_flight")
         rows = {}
