@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
 from dagster_project.simulation.records import load_records  # noqa: E402
-from dagster_project.simulation.run import agreement, latest_release, write_config  # noqa: E402
+from dagster_project.simulation.run import agreement, client_timeout, latest_release, write_config  # noqa: E402
 
 STAGES = ["reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
           "rectified_claims", "release", "predictions", "evaluation"]
@@ -140,7 +140,8 @@ def main() -> int:
     quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed)
     q = quarter_cfg.quarter
     print(f"SIMULATED quarter {q}: {args.reviews} reviews, release {args.release_size}, panel median "
-          f"{args.latency * 1000:.0f} ms, parallel_claims {args.parallel_claims}, max_parallel {args.max_parallel}; in {out}")
+          f"{args.latency * 1000:.0f} ms, parallel_claims {args.parallel_claims}, max_parallel {args.max_parallel}, "
+          f"client timeout {client_timeout(PanelConfig()):.0f} s; in {out}")
     t0 = time.monotonic()
     qdir = out / "quarter"
     if args.kill_only:
@@ -193,6 +194,13 @@ def main() -> int:
         achieved = scored["served"] / scored["wall_s"]
         print(f"concurrency efficiency (scored_claims): {achieved:.2f} calls/s / ({allowed} in flight / "
               f"{args.latency:.2f} s) = {achieved * args.latency / allowed:.2f}")
+        with sqlite3.connect(cache) as db:  # the span from the first answer to the last: start-up and writing apart
+            first, last = db.execute("SELECT MIN(ts), MAX(ts) FROM llm_ledger WHERE stage='scored_claims' AND cache_hit=0"
+                                     ).fetchone()
+        if last and last > first:
+            span = scored["model_calls"] / (last - first)
+            print(f"  over the span of its answers ({last - first:.0f} s of the stage's {scored['wall_s']:.0f} s): "
+                  f"{span:.2f} calls/s, efficiency {span * args.latency / allowed:.2f}")
         # the bound: every slot busy all the time still gives median / mean time in the panel (a lognormal's mean is
         # above its median, and a timeout fault holds its slot past the client's timeout)
         in_panel = scored["in_flight"] / achieved if achieved else float("nan")

@@ -10,16 +10,26 @@ import yaml
 
 from dagster_project.simulation.quarter import BIN3, DECISIVE
 from dagster_project.simulation.records import claim_key
-from dagster_project.simulation.panel import MEDIA_REF, PanelServer
+from dagster_project.simulation.panel import MEDIA_REF, PanelConfig, PanelServer
 
 PLANTED_SCORE = {"intact": 1.0, "compromised": -1.0, "unknown": 0.0}
 
 
+def client_timeout(config: PanelConfig) -> float:
+    """The LLM client's timeout for a panel: 1.5 times its slowest answer."""
+    return 1.5 * config.latency_cap_s
+
+
 def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, release_size: int, parallel_claims: int = 1,
-                 max_parallel: int = 4, timeout_s: float = 30, stages: dict | None = None, data_dir: Path | None = None,
-                 cache_path: Path | None = None) -> str:
+                 max_parallel: int = 4, timeout_s: float | None = None, stages: dict | None = None,
+                 data_dir: Path | None = None, cache_path: Path | None = None) -> str:
     """A veritas.yaml (in ``folder``) for the simulated quarter: its feed, its WARC replayed, the panel as the
-    ensemble; the data dir is ``folder``/data unless given, the LLM cache is in it unless given."""
+    ensemble; the data dir is ``folder``/data unless given, the LLM cache is in it unless given.
+
+    The client's timeout is, unless given, ``client_timeout``: no answer is cut, and a hung request (a timeout fault)
+    keeps its member's slot and its claim waiting no longer than that."""
+    if timeout_s is None:
+        timeout_s = client_timeout(server.panel.config)
     cfg = {
         "data_dir": str(data_dir or folder / "data"),
         "sources": [{"kind": "datafeed", "path": str(quarter_dir / "feed.json")}],
