@@ -4,7 +4,8 @@
                                         [--parallel-claims 48] [--max-parallel 16] [--out DIR] [--skip-kill]
                                         [--figures-only | --kill-only]
 
-1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data and starts the panel on loopback.
+1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data (or VERITAS_SHARED_DATA; it stops
+   when neither is there) and starts the panel on loopback.
 2. Runs each stage in its own process through Dagster and prints, per stage: wall time, peak RSS, CPU time,
    panel calls, tokens, cost, and CPU per model call.
 3. The release: size, Intact = Compromised, Unknown share, media share, both variants, 3-bin and category
@@ -40,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
-from dagster_project.simulation.records import load_records  # noqa: E402
+from dagster_project.simulation.records import SHARED_DATA, load_shared  # noqa: E402
 from dagster_project.simulation.run import agreement, client_timeout, latest_release, write_config  # noqa: E402
 
 STAGES = ["reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
@@ -150,7 +151,10 @@ def main() -> int:
             scored = ledger(out / "main" / "data" / "llm_cache.sqlite", "scored_claims")["model_calls"]
             kill_check(out, qdir, q, server, args, half=scored // 2)
         return 0
-    truth = generate(qdir, quarter_cfg, load_records())
+    if not (SHARED_DATA / "evaluation" / "averitec_dev.json").exists():  # not the test suite's small excerpt
+        print(f"no real records at {SHARED_DATA}: put ../shared/data beside the checkout or set VERITAS_SHARED_DATA")
+        return 2
+    truth = generate(qdir, quarter_cfg, load_shared())
     print(f"generated in {time.monotonic() - t0:.0f}s: {json.dumps(truth['counts'])}", flush=True)
 
     panel_cfg = PanelConfig(latency_median_s=args.latency, seed=args.seed)
