@@ -292,6 +292,10 @@ def test_second_materialization_makes_no_model_calls(quarter_run):
         assert second[stage]["llm/cache_hits"] == second[stage]["llm/calls"] == calls
         assert second[stage]["llm/note"] == f"0 model calls: all {second[stage]['llm/calls']} answers came from the cache"
         assert second[stage]["rows_out"] == first[stage]["rows_out"]
+        # which member paces the stage: a share of its slots per member that was asked; none when nothing was paid
+        busy = {k.rsplit("/", 1)[1]: v for k, v in first[stage].items() if k.startswith("llm/slot_busy/")}
+        assert busy and all(0 < v <= 1 for v in busy.values()), busy
+        assert not any(k.startswith("llm/slot_busy/") for k in second[stage])
     # the refusing member's settled failures come from the cache too, still as failures
     assert second["scored_claims"]["llm/calls"] == first["scored_claims"]["llm/calls"]
     assert second["scored_claims"]["llm/errors"] == first["scored_claims"]["llm/errors"] == 6

@@ -96,6 +96,8 @@ def test_max_parallel_caps_requests_in_flight(tmp_path, monkeypatch):
         s.close()
     assert all(a.error is None for a in answers) and s.count("capped") == 8
     assert state["max"] == 2
+    # eight callers on two slots: both slots stay held from the first call to the last
+    assert 0.8 <= llm.slot_busy("")["capped"] <= 1.0 and llm.slot_busy("another stage") == {}
 
 
 class FakeClock:

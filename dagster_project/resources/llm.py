@@ -342,6 +342,7 @@ class LLMResource(dg.ConfigurableResource):
     _server: Any = PrivateAttr(default=None)
     _routers: Any = PrivateAttr(default=None)
     _semaphores: Any = PrivateAttr(default=None)
+    _held: Any = PrivateAttr(default=None)  # (run, stage, member) -> [seconds a slot was held, first taken, given back]
     _limiters: Any = PrivateAttr(default=None)
     _conns: Any = PrivateAttr(default=None)
     _db_ready: bool = PrivateAttr(default=False)
@@ -543,6 +544,35 @@ class LLMResource(dg.ConfigurableResource):
             if sem is None:
                 sem = self._semaphores[m.name] = threading.Semaphore(max(1, m.max_parallel))
             return sem
+
+    @contextmanager
+    def _holding(self, stage: str, m: EnsembleMember):
+        """Time a slot of ``m`` held for ``stage`` (see slot_busy)."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            ended = time.monotonic()
+            with self._state_lock():
+                if self._held is None:
+                    self._held = {}
+                held = self._held.setdefault((self._run_id, stage, m.name), [0.0, began, ended])
+                held[0] += ended - began
+                held[1], held[2] = min(held[1], began), max(held[2], ended)
+
+    def slot_busy(self, stage: str) -> dict[str, float]:
+        """Per member, the share of its max_parallel slots that this run's calls for ``stage`` held (in this process),
+        from the stage's first call to its last. A claim asks each question of every member at once, so the member near 1.0
+        paces the stage: the others wait for it (more max_parallel there, where the provider allows it, helps)."""
+        with self._state_lock():
+            held = {name: list(v) for (run, st, name), v in (self._held or {}).items()
+                    if run == self._run_id and st == stage}
+        if not held:
+            return {}
+        span = max(v[2] for v in held.values()) - min(v[1] for v in held.values())
+        if span <= 0:
+            return {}
+        return {name: round(v[0] / (span * max(1, self.member(name).max_parallel)), 3) for name, v in held.items()}
 
     # ---- storage ---------------------------------------------------------------------------
     @contextmanager
@@ -790,7 +820,7 @@ class LLMResource(dg.ConfigurableResource):
             attempts += 1
             limiter = self._limiter(m)
             try:
-                with self._semaphore(m):
+                with self._semaphore(m), self._holding(stage, m):
                     limiter.acquire()
                     resp = router.completion(
                         model=m.name, messages=convo, temperature=m.temperature, seed=m.seed,
