@@ -39,6 +39,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.rehearsal.stage import SLOT_BUSY  # noqa: E402
 from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
 from dagster_project.simulation.records import SHARED_DATA, load_shared  # noqa: E402
@@ -65,9 +66,11 @@ def run_stage(config: str, quarter: str, stage: str, *extra: str, kill_after=Non
     log.seek(max(0, log.seek(0, os.SEEK_END) - 1500))
     err = log.read().decode(errors="replace")
     log.close()
+    busy = [line.split(" ", 1)[1] for line in err.splitlines() if line.startswith(SLOT_BUSY + " ")]
     return {"stage": stage, "ok": os.waitstatus_to_exitcode(status) == 0, "killed": os.WIFSIGNALED(status),
             "wall_s": time.monotonic() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss_mb": usage.ru_maxrss / 1024, "stderr_tail": err[-1500:]}
+            "peak_rss_mb": usage.ru_maxrss / 1024, "stderr_tail": err[-1500:],
+            "slot_busy": json.loads(busy[-1]) if busy else {}}
 
 
 def process_cpu_s() -> float:
@@ -205,6 +208,8 @@ def main() -> int:
             span = scored["model_calls"] / (last - first)
             print(f"  over the span of its answers ({last - first:.0f} s of the stage's {scored['wall_s']:.0f} s): "
                   f"{span:.2f} calls/s, efficiency {span * args.latency / allowed:.2f}")
+        print("  share of each member's slots its calls held (llm/slot_busy; the member near 1.0 paces the stage): "
+              + ", ".join(f"{name} {share:.2f}" for name, share in sorted(scored["slot_busy"].items())))
         # the bound: every slot busy all the time still gives median / mean time in the panel (a lognormal's mean is
         # above its median, and a timeout fault holds its slot past the client's timeout)
         in_panel = scored["in_flight"] / achieved if achieved else float("nan")

@@ -2,8 +2,11 @@
     python -m bench.rehearsal.stage CONFIG QUARTER STAGE [--swap-ties]
 --swap-ties reverses the decisive order on ties (a deliberately broken rule, to show the agreement drops)."""
 
+import json
 import os
 import sys
+
+SLOT_BUSY = "slot_busy:"
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -28,6 +31,9 @@ def main(argv: list[str]) -> int:
     result = dg.materialize([*ALL_ASSETS, *CHECKS], selection=with_snapshot([stage]), partition_key=to_key(quarter),
                             resources=build_resources(config), instance=_instance(config),
                             tags={"veritas/quarter": quarter, "veritas/simulated": "true"}, raise_on_error=False)
+    busy = {key.rsplit("/", 1)[1]: value.value for m in result.get_asset_materialization_events()
+            for key, value in m.materialization.metadata.items() if key.startswith("llm/slot_busy/")}
+    print(f"{SLOT_BUSY} {json.dumps(busy)}", file=sys.stderr, flush=True)  # the bench reads this last line
     return 0 if result.success else 1
 
 
