@@ -562,8 +562,8 @@ class LLMResource(dg.ConfigurableResource):
 
     def slot_busy(self, stage: str) -> dict[str, float]:
         """Per member, the share of its max_parallel slots that this run's calls for ``stage`` held (in this process),
-        from the stage's first call to its last. A claim asks each question of every member at once, so the member near 1.0
-        paces the stage: the others wait for it (more max_parallel there, where the provider allows it, helps)."""
+        from the stage's first call to its last. A claim asks each question of every member at once, so the member
+        near 1.0 paces the stage: the others wait for it (more max_parallel there, where the provider allows it)."""
         with self._state_lock():
             held = {name: list(v) for (run, st, name), v in (self._held or {}).items()
                     if run == self._run_id and st == stage}
