@@ -143,14 +143,15 @@ def main() -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="veritas-rehearsal-"))
     quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed)
     q = quarter_cfg.quarter
+    panel_cfg = PanelConfig(latency_median_s=args.latency, seed=args.seed)
     print(f"SIMULATED quarter {q}: {args.reviews} reviews, release {args.release_size}, panel median "
           f"{args.latency * 1000:.0f} ms, parallel_claims {args.parallel_claims}, max_parallel {args.max_parallel}, "
-          f"client timeout {client_timeout(PanelConfig()):.0f} s; in {out}")
+          f"client timeout {client_timeout(panel_cfg):.0f} s; in {out}")
     t0 = time.monotonic()
     qdir = out / "quarter"
     if args.kill_only:
         truth = json.loads((qdir / "truth.json").read_text(encoding="utf-8"))
-        with PanelServer(truth, PanelConfig(latency_median_s=args.latency, seed=args.seed)) as server:
+        with PanelServer(truth, panel_cfg) as server:
             scored = ledger(out / "main" / "data" / "llm_cache.sqlite", "scored_claims")["model_calls"]
             kill_check(out, qdir, q, server, args, half=scored // 2)
         return 0
@@ -160,7 +161,6 @@ def main() -> int:
     truth = generate(qdir, quarter_cfg, load_shared())
     print(f"generated in {time.monotonic() - t0:.0f}s: {json.dumps(truth['counts'])}", flush=True)
 
-    panel_cfg = PanelConfig(latency_median_s=args.latency, seed=args.seed)
     with PanelServer(truth, panel_cfg) as server:
         panel = server.panel
         config = write_config(out / "main", qdir, server, release_size=args.release_size,
@@ -197,17 +197,21 @@ def main() -> int:
         print(f"panel: {json.dumps(panel.counters())}")
         # each claim asks its question of every member at once (ask_each), each member at most max_parallel at once
         allowed = len(panel_cfg.members) * min(args.parallel_claims, args.max_parallel)
+
+        def efficiency(calls_per_s: float) -> float:  # calls/s over (calls allowed in flight / the median latency)
+            return calls_per_s * args.latency / allowed
+
         scored = rows["scored_claims"]
         achieved = scored["served"] / scored["wall_s"]
         print(f"concurrency efficiency (scored_claims): {achieved:.2f} calls/s / ({allowed} in flight / "
-              f"{args.latency:.2f} s) = {achieved * args.latency / allowed:.2f}")
+              f"{args.latency:.2f} s) = {efficiency(achieved):.2f}")
         with sqlite3.connect(cache) as db:  # the span from the first answer to the last: start-up and writing apart
             first, last = db.execute("SELECT MIN(ts), MAX(ts) FROM llm_ledger WHERE stage='scored_claims' AND cache_hit=0"
                                      ).fetchone()
         if last and last > first:
             span = scored["model_calls"] / (last - first)
             print(f"  over the span of its answers ({last - first:.0f} s of the stage's {scored['wall_s']:.0f} s): "
-                  f"{span:.2f} calls/s, efficiency {span * args.latency / allowed:.2f}")
+                  f"{span:.2f} calls/s, efficiency {efficiency(span):.2f}")
         print("  share of each member's slots its calls held (llm/slot_busy; the member near 1.0 paces the stage): "
               + ", ".join(f"{name} {share:.2f}" for name, share in sorted(scored["slot_busy"].items())))
         # the bound: every slot busy all the time still gives median / mean time in the panel (a lognormal's mean is
