@@ -46,11 +46,11 @@ def run_stage(config: str, quarter: str, stage: str, profile: Path | None = None
         # --gil: only the thread that holds the GIL is sampled, i.e. the Python work that the threads take turns at
         cmd = [pyspy, "record", "--threads", "--gil", "--nonblocking", "-r", "200", "-f", "speedscope", "-o", str(profile),
                "--",
-               sys.executable, "-m", "bench.rehearsal.stage"]
+               sys.executable, "-m", "bench.rehearsal_stage"]
     elif profile is not None:
-        cmd += ["-m", "cProfile", "-o", str(profile), str(ROOT / "bench/rehearsal/stage.py")]
+        cmd += ["-m", "cProfile", "-o", str(profile), str(ROOT / "bench/rehearsal_stage.py")]
     else:
-        cmd += ["-m", "bench.rehearsal.stage"]
+        cmd += ["-m", "bench.rehearsal_stage"]
     t0 = time.monotonic()
     child = subprocess.Popen([*cmd, config, quarter, stage], env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE)

@@ -39,7 +39,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.rehearsal.stage import SLOT_BUSY  # noqa: E402
+from bench.rehearsal_stage import SLOT_BUSY  # noqa: E402
 from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
 from dagster_project.simulation.records import SHARED_DATA, load_shared  # noqa: E402
@@ -55,7 +55,7 @@ def run_stage(config: str, quarter: str, stage: str, *extra: str, kill_after=Non
     t0 = time.monotonic()
     # the child's log goes to a file: a pipe read only after the child ends fills up (64 KiB) and stalls the child
     log = tempfile.TemporaryFile()
-    child = subprocess.Popen([sys.executable, "-m", "bench.rehearsal.stage", config, quarter, stage, *extra],
+    child = subprocess.Popen([sys.executable, "-m", "bench.rehearsal_stage", config, quarter, stage, *extra],
                              env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
     if kill_after is not None:
         while child.poll() is None and not kill_after():

@@ -1,5 +1,5 @@
 """One stage of a quarter in its own process (so that the bench can time it, read its peak RSS, or kill it):
-    python -m bench.rehearsal.stage CONFIG QUARTER STAGE [--swap-ties]
+    python -m bench.rehearsal_stage CONFIG QUARTER STAGE [--swap-ties]
 --swap-ties reverses the decisive order on ties (a deliberately broken rule, to show the agreement drops)."""
 
 import json
