@@ -16,7 +16,7 @@ from assets.common import (
     quarter_of_context,
     stage_asset,
 )
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMAnswer, LLMResource, _import_litellm, image_part
 from dagster_project.resources.local_llm import DEFAULT_N_CTX

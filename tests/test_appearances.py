@@ -21,7 +21,7 @@ from assets.scraping.appearances import (
     recover_claim,
 )
 from assets.scraping.articles import build_article
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from assets.ingestion.cleaning import clean_row
 from assets.ingestion.sources import claimreview_to_row
 from dagster_project.config import PipelineResource

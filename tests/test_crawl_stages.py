@@ -27,7 +27,7 @@ from assets.scraping.appearances import (
 )
 from assets.scraping.articles import fetch_article, scrape
 from assets.common import stable_id
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.web import FetchResult, WebResource

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from assets.claims.normalized_claims import normalize_all
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.answers import MediaRatingAnswer

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 from PIL import Image
 
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import normalized_claims
 from assets.claims.rectified_claims import rectified_claims
 from assets.release.release import release, validate_release

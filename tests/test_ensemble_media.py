@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from assets.ensemble import ask
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from dagster_project.resources.llm import EnsembleMember, LLMResource, RateLimiter
 from schemas.answers import PropertyAnswer
 from schemas.records import Medium

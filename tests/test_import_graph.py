@@ -99,3 +99,13 @@ def test_no_import_circles():
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
     assert "assets.ingestion.sources" in graph["assets.ingestion.cleaning"]  # the walk sees real edges
     assert circles(graph) == []
+
+
+def test_resources_never_import_the_stages():
+    """Issue 28: the arrows run from the stages (assets) down to the resources, never up."""
+    modules = project_modules()
+    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
+    resources = [name for name in graph if name.startswith("dagster_project.resources")]
+    assert "dagster_project.resources.media" in resources and "dagster_project.resources.store" in graph
+    upward = {name: sorted(t for t in graph[name] if t.split(".")[0] == "assets") for name in resources}
+    assert {name: targets for name, targets in upward.items() if targets} == {}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from assets.media import (
+from dagster_project.resources.media import (
     MediaError,
     MediaStore,
     StoredMedium,

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from assets.claims.normalized_claims import filter_media, media_verdict_text
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import ClaimAppearances, Medium
 from dagster_project.simulation.openai_stub import serving

@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 from PIL import Image
 
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from assets.release.release import (
     select_release,
     to_release_claims,
@@ -188,7 +188,7 @@ def test_release_has_zip_parquet_and_hashes_in_the_manifest(pool, tmp_path):
 def test_visual_near_duplicates_are_removed_by_perceptual_hash(pool, tmp_path):
     from PIL import ImageDraw
 
-    from assets.media import phash_distance
+    from dagster_project.resources.media import phash_distance
     from assets.release.release import remove_near_duplicates
 
     claims, store = pool

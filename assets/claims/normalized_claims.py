@@ -11,7 +11,7 @@ from assets.common import (
 )
 from assets.claims.media_text import TextCache, ocr_engine, read_text
 from assets.ensemble import ask, at_once, drops_flagged, injection_flags, llm_claim_asset, prefetch
-from assets.media import MediaStore, near_duplicate_groups
+from dagster_project.resources.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from prompts import label_scheme

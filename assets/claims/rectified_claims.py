@@ -8,7 +8,7 @@ from assets.common import (
     stable_id,
 )
 from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evidence, prefetch
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import LeakVocabulary, check_claim_text, with_media_refs
 from assets.claims.scored_claims import score_claim
 from dagster_project.config import PipelineResource

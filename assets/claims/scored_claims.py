@@ -22,7 +22,7 @@ from assets.ensemble import (
     member_evidence,
     prefetch,
 )
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from prompts import label_scheme

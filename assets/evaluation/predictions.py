@@ -19,7 +19,7 @@ from assets.common import (
 )
 from assets.ensemble import prefetch
 from assets.evaluation.knowledge import KnowledgeStore
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from assets.claims.scored_claims import integrity_of, rate, verdicts_from
 from assets.evaluation.verifier import (
     FewShotPool,

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from assets.ensemble import ask
 from assets.evaluation.knowledge import Hit, KnowledgeStore, admissible
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from assets.claims.scored_claims import integrity_of, rate, verdicts_from
 from dagster_project.resources.llm import LLMResource
 from schemas.records import (

@@ -15,7 +15,7 @@ import polars as pl
 from rapidfuzz import fuzz, process
 
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
-from assets.media import MediaStore
+from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.scored_claims import EPS, bin3
 from assets.release.card import write_release_card

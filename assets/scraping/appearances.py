@@ -19,7 +19,7 @@ from assets.common import (
     stage_asset,
 )
 from assets.ensemble import ask, finish_llm_stage
-from assets.media import MediaError, MediaStore
+from dagster_project.resources.media import MediaError, MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.crawl_ytdlp import VideoError, download_video
 from dagster_project.resources.llm import LLMResource

@@ -300,11 +300,11 @@ class StoreResource(dg.ConfigurableResource):
         return str(root)
 
     def media_store(self, **options):
-        """The content-addressed media store (assets.media.MediaStore) on this store's backend.
+        """The content-addressed media store (dagster_project.resources.media.MediaStore) on this store's backend.
 
         With S3 every write goes to the bucket at once and a read fetches just that file into the local mirror,
         so a step on a fresh host needs no full ``media_root`` pull. ``options`` are MediaStore's limits."""
-        from assets.media import MediaStore
+        from dagster_project.resources.media import MediaStore
 
         if not self.is_s3:
             return MediaStore(str(self.base / "media"), **options)
