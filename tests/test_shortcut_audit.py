@@ -1,0 +1,179 @@
+"""The shortcut audit (assets/release/audit.py): real ClaimReview texts and review URLs from tests/fixtures,
+synthetic labels and media, built as ReleaseClaim / ScoredClaim records and read by the row builders."""
+
+import json
+import random
+from pathlib import Path
+
+from assets.release.audit import audit_line, audit_markdown, audit_problems, pool_rows, release_rows, shortcut_audit
+from schemas.records import Integrity, Medium, ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ScoredClaim
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SCORE = {"intact": 0.67, "unknown": 0.0, "compromised": -0.67}
+BLOCKS = ["compromised"] * 42 + ["intact"] * 42 + ["unknown"] * 16  # the demo's 100-claim release, in label order
+
+
+def _real() -> list[tuple[str, str, str, str | None]]:
+    """(text, review URL, language, date) of the fixtures' real ClaimReviews, distinct texts, in a fixed shuffle."""
+    ingest = json.loads((FIXTURES / "ingest_expected_by_quarter.json").read_text())
+    found = {r["claim_text"]: (r["review_url"], r["language"], r["claim_date"] or r["review_date"])
+             for quarter in ingest.values() for r in quarter.get("reviews", [])}
+    for c in json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text()):
+        review = c["claimReview"][0]
+        day = c.get("claimDate", "")[:10] or None
+        found.setdefault(c["text"], (review["url"], review.get("languageCode", ""), day))
+    real = [(text, *rest) for text, rest in found.items()]
+    random.Random(7).shuffle(real)
+    return real
+
+
+REAL = _real()
+
+
+def release(labels, media=lambda i, label: [], texts=None, variants=None):
+    """Rows of a release whose claim i has ``labels[i]``, the i-th real text (or ``texts[i]``) and the media kinds
+    ``media(i, label)``, numbered in order (claim ids and media ids ascending), built through ReleaseClaim."""
+    claims, next_id = [], 1
+    for i, label in enumerate(labels):
+        text, url, language, day = REAL[i % len(REAL)]
+        kinds = media(i, label)
+        claims.append(ReleaseClaim(
+            id=i + 1, text=texts[i] if texts else text, date=day, language=language, review_url=url,
+            media=[ReleaseMedium(type=k, id=next_id + j, file_path=f"{k}s/{next_id + j}") for j, k in enumerate(kinds)],
+            integrity=ReleaseIntegrity(score=SCORE[label], decisive_property="veracity"),
+        ))
+        next_id += len(kinds)
+    return release_rows(claims, variants or ["original"] * len(claims))
+
+
+def pool(labels, media):
+    """Rows of a scored pool (ScoredClaim records, real texts reused in turn), media kinds ``media(i, label)``."""
+    claims = []
+    for i, label in enumerate(labels):
+        text, url, language, day = REAL[i % len(REAL)]
+        claims.append(ScoredClaim(
+            claim_id=f"c{i}", review_id=f"r{i}", quarter="2024Q2", text=text, original_text=text,
+            normalization="original", review_url=url, language=language, claim_date=day,
+            media=[Medium(medium_id=f"m{i}-{j}", kind=k, path=f"m{i}-{j}") for j, k in enumerate(media(i, label))],
+            integrity=Integrity(score=SCORE[label], decisive_property="veracity", label=label),
+        ))
+    return pool_rows(claims)
+
+
+def shuffled(rows, seed=3, media_too=True):
+    """The same claims in a random order, renumbered as a release would number them (media ids too, unless not)."""
+    out = [dict(r) for r in rows]
+    random.Random(seed).shuffle(out)
+    next_id = 1
+    for i, r in enumerate(out):
+        r.update(position=i, claim_id=i + 1)
+        if media_too:
+            r["media_ids"] = list(range(next_id, next_id + len(r["media_ids"])))
+            next_id += len(r["media_ids"])
+    return out
+
+
+POOL_LABELS = random.Random(5).sample(["compromised"] * 120 + ["intact"] * 100 + ["unknown"] * 80, 300)
+
+
+def _coin(i, label):
+    return ["image"] if random.Random(i).random() < 0.5 else []
+
+
+def _media_marks_label(i, label):
+    """Every Compromised claim has an image, no Intact claim has one, half the Unknown do."""
+    return ["image"] if label == "compromised" or (label == "unknown" and i % 2) else []
+
+
+def test_row_builders_read_release_and_pool_records():
+    rows = release(["intact", "compromised"], media=lambda i, label: ["image", "video"] if i else [],
+                   texts=["A plain claim.", "<image:3> shows the flood <video:4>."])
+    assert [r["position"] for r in rows] == [0, 1] and [r["claim_id"] for r in rows] == [1, 2]
+    assert rows[1]["media_ids"] == [1, 2] and rows[1]["media_kind"] == "image+video" and rows[0]["media_kind"] == "none"
+    assert rows[1]["media_ref"] == "image+video" and rows[0]["media_ref"] == "none"
+    assert rows[1]["text_length"] == len("shows the flood .") and rows[1]["label"] == "compromised"
+    by_url = {r["publisher"] for r in release(["intact"] * len(REAL))}
+    assert {"afp.com", "misbar.com", "maldita.es", "fullfact.org"} <= by_url  # faktencheck.afp.com, www.misbar.com
+    assert not any(p.startswith("www.") for p in by_url)
+    p = pool(["unknown"], lambda i, label: ["video"])[0]
+    assert p["label"] == "unknown" and p["media_kind"] == "video" and p["n_media"] == 1 and "position" not in p
+
+
+def test_label_ordered_release_is_blocked_and_its_shuffle_is_not():
+    ordered = release(BLOCKS)
+    report = shortcut_audit(ordered, [])
+    problems = audit_problems(report)
+    assert any(p.startswith("position predicts the label") for p in problems), problems
+    assert any(p.startswith("claim_id predicts the label") for p in problems), problems
+    assert report["features"]["position"]["accuracy"] > 0.9 and "BLOCKED: position" in audit_line(report)
+    calm = shortcut_audit(shuffled(ordered), [])
+    assert not any(p.split()[0] in ("position", "claim_id", "media_ids") for p in calm["problems"]), calm["problems"]
+    assert calm["features"]["position"]["above_chance"] is False and audit_line(calm).endswith("publication: ok")
+    assert "media_ids" not in " ".join(problems) and report["features"]["media_ids"]["skipped"]  # no media at all
+
+
+def test_media_ids_numbered_in_label_order_are_blocked():
+    with_media = release(BLOCKS, media=lambda i, label: ["image"] if i % 2 else ["image", "video"])
+    leaky = shortcut_audit(shuffled(with_media, media_too=False), [])  # claims shuffled, media ids still in blocks
+    assert [p.split()[0] for p in leaky["problems"]] == ["media_ids"], leaky["problems"]
+    assert shortcut_audit(shuffled(with_media), [])["problems"] == []
+
+
+def test_feature_the_selection_made_predictive_is_blocked():
+    rows = shuffled(release(BLOCKS, media=_media_marks_label))
+    blocked = shortcut_audit(rows, pool(POOL_LABELS, _coin))  # in the pool media says nothing about the label
+    media = blocked["features"]["n_media"]
+    assert media["above_chance"] and media["pool"]["above_chance"] is False and media["selection"]["added"]
+    assert any("the selection made n_media more predictive" in p for p in blocked["problems"]), blocked["problems"]
+    assert any("media_kind" in p for p in blocked["problems"])
+    assert "**blocks**" in audit_markdown(blocked) and "BLOCKED" in audit_line(blocked)
+    # the same signal in the pool the release was selected from: the world's, not the selection's
+    same = shortcut_audit(rows, pool(POOL_LABELS, _media_marks_label))
+    assert same["features"]["n_media"]["above_chance"] and same["features"]["n_media"]["pool"]["above_chance"]
+    assert same["problems"] == [], same["problems"]
+    assert same["pool"]["subsample"] == 100 and "n_media alone (pipeline) predicts" in audit_markdown(same)
+    assert "no more than in the pool" in audit_markdown(same)
+
+
+def test_text_baseline_finds_a_lexical_cue_and_only_reports_it():
+    labels = random.Random(1).sample(BLOCKS, len(BLOCKS))
+    texts = [("Hoax: " if label == "compromised" else "Post: ") + REAL[i][0] for i, label in enumerate(labels)]
+    report = shortcut_audit(release(labels, texts=texts), [])
+    text = report["text"]  # Compromised found by the cue; Intact and Unknown stay apart only by chance
+    assert text["accuracy"] > text["majority_accuracy"] + 0.2 and text["above_chance"], text
+    assert report["problems"] == [] and "well above chance" in audit_markdown(report)
+    plain = shortcut_audit(release(labels), [])["text"]
+    assert plain["above_chance"] is False and plain["accuracy"] < text["accuracy"] - 0.2, plain
+
+
+def test_rectified_style_detects_a_rewrite_marker():
+    labels = random.Random(2).sample(["compromised"] * 30 + ["intact"] * 60 + ["unknown"] * 10, 100)
+    intact = [i for i, label in enumerate(labels) if label == "intact"]
+    variants = ["rectified" if i in intact[::2] else "original" for i in range(100)]
+    marked = [t + " In fact, this is accurate." if v == "rectified" else t for (t, *_), v in zip(REAL, variants)]
+    style = shortcut_audit(release(labels, texts=marked, variants=variants), [])
+    found = style["rectified_style"]
+    assert (found["rectified"], found["original"]) == (30, 30), found
+    assert found["above_chance"] and found["accuracy"] > 0.8, found
+    assert style["problems"] == [] and "tells rewritten Intact claims from natural ones" in audit_markdown(style)
+    natural = shortcut_audit(release(labels, variants=variants), [])["rectified_style"]
+    assert natural["above_chance"] is False, natural
+    few = shortcut_audit(release(labels), [])
+    assert "skipped" in few["rectified_style"] and "rectified style - (n=60)" in audit_line(few)
+
+
+def test_tiny_or_single_label_releases_are_skipped():
+    for rows in (release(["intact", "compromised", "unknown"]), release(["intact"] * 30), []):
+        report = shortcut_audit(rows, [])
+        assert report["skipped"] and report["problems"] == [] and "features" not in report
+        assert "skipped" in audit_line(report) and "Not measured" in audit_markdown(report)
+
+
+def test_same_input_same_report():
+    rows = shuffled(release(BLOCKS, media=_media_marks_label))
+    pooled = pool(POOL_LABELS, _coin)
+    first = shortcut_audit(rows, pooled, seed=4)
+    assert json.dumps(first, sort_keys=True) == json.dumps(shortcut_audit(rows, pooled, seed=4), sort_keys=True)
+    assert first["seed"] == 4 and "null_mean" in first["margin_rule"] and len(first["features"]) == 10
+    card = audit_markdown(first)
+    assert all(words in card for words in ("## Shortcut audit", "5-fold stratified", "TF-IDF", "12 label shuffles"))
