@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from rapidfuzz import fuzz
 
+from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.common import (
     StageYield,
     count,
@@ -298,6 +299,7 @@ def score_all(
         return scored, reason
 
     out = map_records(STAGE, claims, one, stats, log)
+    stats.extra.update(alpha_metadata(ensemble_alpha(out)))  # the members' agreement (Krippendorff's alpha)
     return out, stats
 
 
