@@ -1,5 +1,7 @@
 """The one config file (YAML) that chooses the sources, the web mode, the models, the store and the data dir."""
 
+from typing import Literal
+
 import dagster as dg
 
 from dagster_project.settings import DEFAULT_CONFIG, PROJECT_ROOT, load_config  # noqa: F401 - re-exported
@@ -63,6 +65,9 @@ class PipelineResource(dg.ConfigurableResource):
     release_size: int = 1000
     media_share: float = 0.8
     text_duplicate_similarity: float = 92.0
+    # flag: claims that recur from an earlier release are marked (manifest, claims.parquet) and left out of the
+    # cut-off view and the leaderboard's clean window; drop: left out of the release
+    recurring: Literal["flag", "drop"] = "flag"
     # jobs
     verifier_member: str = ""  # empty: the first ensemble member
     verifier_mode: str = "closed_book"

@@ -131,7 +131,7 @@ def test_longitudinal_against_the_cutoff():
     lon = full["longitudinal"]
     assert [(x["quarter"], x["relation"]) for x in lon["by_quarter"]] == [("2025Q4", "before"), ("2026Q1", "after")]
     assert abs(lon["before"]["mse"] - 0.2741666666666667) < 1e-9
-    assert lon["after"] == {"n": 2, "mse": 1.0, "mae": 1.0, "acc3": 0.0, "acc7": 0.0}
+    assert lon["after"] == {"n": 2, "mse": 1.0, "mae": 1.0, "acc3": 0.0, "acc7": 0.0, "recurring_left_out": 0}
     assert abs(full["overall"]["property"]["integrity"]["mse"] - (0.8225 + 2.0) / 5) < 1e-9
     assert full["overall"]["claims"] == 6 and full["overall"]["predicted"] == 5
     assert quarter_number("2025Q1") - quarter_number("2024Q4") == 1
@@ -190,3 +190,57 @@ def test_cli_evaluates_outside_predictions(tmp_path, capsys):
                  "--out", str(out2), "--cutoff", ""]) == 0
     flat = json.loads((out2 / "evaluation.json").read_text())
     assert flat["system"] == "flat" and flat["quarters"]["2025Q4"]["property"]["integrity"]["mse"] == 0.0
+
+
+# ------------------------------------------------------------------ recurring claims and the cut-off view
+
+
+def two_quarters():
+    """2025Q4 (before a 2025Q4 cut-off): the hand set; 2026Q1 (after): three claims, squared errors 1, 0.25, 0."""
+    g, p = hand_set()
+    later = [Prediction(claim_id=c, quarter="2026Q1", system="s", integrity=x) for c, x in [(1, 0.0), (2, -0.5), (3, 0.5)]]
+    return {"2025Q4": (g, p), "2026Q1": ([gold(1, 1.0), gold(2, -1.0), gold(3, 0.5)], later)}
+
+
+def test_after_cutoff_leaves_out_recurring_claims():
+    from assets.evaluation.evaluation import evaluate_quarters, text_table
+
+    plain = evaluate_quarters(two_quarters(), cutoff="2025Q4", system="s")
+    assert plain["longitudinal"]["after"] == {**metrics([{"gold": 1.0, "pred": 0.0}, {"gold": -1.0, "pred": -0.5},
+                                                         {"gold": 0.5, "pred": 0.5}]), "recurring_left_out": 0}
+    # 2026Q1's claim 2 recurs (so may 2025Q4's claim 1, before the cut-off: that side keeps it); claim 9 has no pair.
+    marked = evaluate_quarters(two_quarters(), cutoff="2025Q4", system="s",
+                               recurring={"2026Q1": {2, 9}, "2025Q4": {1}})
+    lon = marked["longitudinal"]
+    assert lon["after"] == {**metrics([{"gold": 1.0, "pred": 0.0}, {"gold": 0.5, "pred": 0.5}]), "recurring_left_out": 1}
+    assert lon["before"] == plain["longitudinal"]["before"] and lon["by_quarter"] == plain["longitudinal"]["by_quarter"]
+    assert marked["quarters"] == plain["quarters"] and marked["overall"] == plain["overall"]
+    assert "integrity after cut-off: n=2 MSE=0.5000 acc3=0.5000 recurring left out=1" in text_table(marked)
+
+
+def test_evaluation_asset_reads_the_recurring_marks(tmp_path):
+    import dagster as dg
+
+    from assets.evaluation.evaluation import evaluation
+    from dagster_project.config import PipelineResource
+    from dagster_project.resources.llm import EnsembleMember, LLMResource
+    from dagster_project.resources.store import StoreResource
+    from schemas.frames import to_frame
+
+    store = StoreResource(root=str(tmp_path / "data"))
+    for quarter, (g, p) in two_quarters().items():
+        folder = write_release(store.base / "releases" / quarter / "v1", quarter, g)
+        (folder.parent / "LATEST").write_text("v1")
+        if quarter == "2026Q1":  # the release writer's mark: claim 2 recurs from 2025Q4's claim 4
+            (folder / "manifest.json").write_text(json.dumps({"recurring": {
+                "mode": "flag", "count": 1, "share": 1 / 3, "dropped": 0, "earlier_quarters": ["2025Q4"],
+                "claims": {"2": {"quarter": "2025Q4", "id": 4, "by": "text"}}}}))
+        store.write_table("predictions", quarter, to_frame(p, Prediction))
+    llm = LLMResource(members=[EnsembleMember(name="m", model="openai/m", api_base="http://127.0.0.1:9/v1")],
+                      cache_path=str(tmp_path / "cache.sqlite"))
+    resources = {"store": store, "pipeline": PipelineResource(knowledge_cutoff="2025Q4"), "llm": llm}
+    result = dg.materialize([evaluation], partition_key="2026-01", resources=resources)
+    assert result.success
+    after = json.loads((store.base / "reports/2026Q1/evaluation.json").read_text())["longitudinal"]["s"]["after"]
+    assert after["n"] == 2 and after["recurring_left_out"] == 1 and after["mse"] == 0.5
+    assert result.asset_materializations_for_node("evaluation")[0].metadata["claims_recurring"].value == 1

@@ -31,11 +31,15 @@ from assets.evaluation.leaderboard import (
     SCOPE,
     TABLE,
     System,
+    board_table,
+    collect,
     compute_board,
+    inputs_payload,
     leaderboard,
     load_inputs,
     load_systems,
     quarter_relation,
+    text_ranking,
 )
 from assets.evaluation.leaderboard_page import render_page
 from assets.evaluation.predictions import predictions
@@ -354,6 +358,42 @@ def test_cli_materializes_and_refuses_missing_files(board_env, tmp_path, capsys)
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     assert "nowhere.json" in failure.step_failure_data.error.message
+
+
+# ------------------------------------------------------------------------------ recurring claims, clean window
+
+
+def test_clean_window_leaves_out_recurring_claims(tmp_path):
+    """An outside system (cut-off 2024Q4: 2024Q4 before, 2025Q2 clean); 2025Q2's claim 1 recurs from 2024Q4."""
+    store = StoreResource(root=str(tmp_path / "data"))
+    gold = {"2024Q4": [(1, -1.0), (2, 0.5)], "2025Q2": [(1, -1.0), (2, 0.5), (3, 1.0)]}
+    preds = {"2024Q4": [(1, -0.5), (2, 0.5)], "2025Q2": [(1, 0.0), (2, 0.5), (3, 0.5)]}  # 2025Q2 errors: 1, 0, 0.5
+    for q, claims in gold.items():
+        write_release(store, q, [claim(c, f"claim {c}", "2025-05-01", f"https://x.org/{c}", x) for c, x in claims], {})
+        (tmp_path / f"{q}.json").write_text(json.dumps({"predictions": [{"claim_id": c, "integrity": x} for c, x in preds[q]]}))
+    system = System(name="out", kind="predictions", knowledge_cutoff="2024Q4",
+                    predictions={q: str(tmp_path / f"{q}.json") for q in gold})
+    plain = compute_board(collect(store, [system], list(gold)), resamples=50)["systems"][0]
+    assert plain["windows"]["clean"]["n"] == 3 and plain["windows"]["clean"]["recurring_left_out"] == 0
+    (store.base / "releases/2025Q2/v1/manifest.json").write_text(json.dumps({"recurring": {
+        "mode": "flag", "count": 1, "share": 1 / 3, "dropped": 0, "earlier_quarters": ["2024Q4"],
+        "claims": {"1": {"quarter": "2024Q4", "id": 1, "by": "media"}}}}))
+    data = collect(store, [system], list(gold))
+    assert data["recurring"] == {"2024Q4": [], "2025Q2": [1]}
+    # Recomputed from the stored inputs (JSON and rows), as `veritas leaderboard` does.
+    board = compute_board(json.loads(json.dumps({**inputs_payload(data), "rows": data["rows"]})), after_cutoff=True,
+                          resamples=50)
+    entry = board["systems"][0]
+    clean = entry["windows"]["clean"]
+    assert (clean["n"], clean["claims"], clean["recurring_left_out"]) == (2, 2, 1)
+    assert abs(clean["mse"] - (0.0 + 0.25) / 2) < TOL and clean["modality"]["text"]["n"] == 2
+    assert entry["windows"]["all"] == plain["windows"]["all"] and entry["windows"]["before"] == plain["windows"]["before"]
+    assert entry["windows"]["all"]["n"] == 5 and entry["windows"]["all"]["recurring_left_out"] == 0
+    q2 = entry["quarters"]["2025Q2"]
+    assert q2["n"] == 3 and q2["recurring"] == 1 and q2["sums_fresh"]["n"] == 2 and q2["sums"]["n"] == 3
+    table = board_table(board).filter((pl.col("scope") == "window") & (pl.col("axis") == "integrity"))
+    assert dict(zip(table["window"], table["recurring_left_out"])) == {"all": 0, "clean": 1, "before": 0}
+    assert text_ranking(board).splitlines()[2].split()[-1] == "1"
 
 
 @pytest.fixture(scope="module")

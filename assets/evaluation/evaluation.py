@@ -16,6 +16,7 @@ import polars as pl
 
 from assets.common import quarter_of_context, stage_asset
 from assets.evaluation.predictions import load_release
+from assets.release.recurring import recurring_ids
 from assets.claims.scored_claims import bin3, bin7
 from assets.evaluation.verifier_contamination import (
     check_claim,
@@ -154,14 +155,21 @@ def relation_to_cutoff(quarter: str, cutoff: str) -> str:
 
 
 def evaluate_quarters(data: dict[str, tuple[list[ReleaseClaim], list[Prediction]]], cutoff: str = "",
-                      system: str = "") -> dict:
-    """A report per quarter, overall, and the longitudinal view (before vs after the knowledge cut-off)."""
+                      system: str = "", recurring: dict[str, set[int]] | None = None) -> dict:
+    """A report per quarter, overall, and the longitudinal view (before vs after the knowledge cut-off).
+
+    The "after" side leaves out the claims ``recurring`` marks (quarter -> release claim ids: they recur from an
+    earlier release, so a model with an earlier cut-off may have seen them) and counts them in ``recurring_left_out``.
+    """
+    recurring = recurring or {}
     quarters = {q: evaluate(g, p, q) for q, (g, p) in sorted(data.items(), key=lambda kv: quarter_number(kv[0]))}
     all_rows = [r for q, (g, p) in data.items() for r in pairs(g, p, q)]
     integrity = [r for r in all_rows if r["property"] == "integrity"]
     side: dict[str, list] = defaultdict(list)
     for r in integrity:
-        side[relation_to_cutoff(r["quarter"], cutoff)].append(r)
+        relation = relation_to_cutoff(r["quarter"], cutoff)
+        seen = relation == "after" and r["claim_id"] in recurring.get(r["quarter"], ())
+        side["recurring" if seen else relation].append(r)
     return {
         "system": system,
         "knowledge_cutoff": cutoff,
@@ -173,7 +181,7 @@ def evaluate_quarters(data: dict[str, tuple[list[ReleaseClaim], list[Prediction]
             "by_quarter": [{"quarter": q, "relation": relation_to_cutoff(q, cutoff),
                             **quarters[q].get("property", {}).get("integrity", metrics([]))} for q in quarters],
             "before": metrics(side.get("before", [])),
-            "after": metrics(side.get("after", [])),
+            "after": {**metrics(side.get("after", [])), "recurring_left_out": len(side.get("recurring", []))},
         },
     }
 
@@ -230,7 +238,8 @@ def text_table(full: dict) -> str:
     lon = full["longitudinal"]
     for side in ("before", "after"):
         m = lon[side]
-        lines.append(f"integrity {side} cut-off: n={m['n']} MSE={fmt(m['mse'])} acc3={fmt(m['acc3'])}")
+        recurring = f" recurring left out={m['recurring_left_out']}" if "recurring_left_out" in m else ""
+        lines.append(f"integrity {side} cut-off: n={m['n']} MSE={fmt(m['mse'])} acc3={fmt(m['acc3'])}{recurring}")
     return "\n".join(lines) + "\n"
 
 
@@ -426,16 +435,17 @@ def evaluation(
     predictions = from_frame(store.read_table("predictions", quarter), Prediction)
     systems = sorted({p.system for p in predictions}) or ["none"]
     # The longitudinal view needs every quarter this store has predicted, not only this partition.
-    data_by_quarter: dict[str, tuple[list, list]] = {quarter: (load_release(Path(folder)), predictions)}
-    for q in release_quarters(store):
-        if q != quarter and store.has_table("predictions", q):
-            data_by_quarter[q] = (load_release(store.latest_release(q)),
-                                  from_frame(store.read_table("predictions", q), Prediction))
+    folders = {quarter: Path(folder)} | {q: store.latest_release(q) for q in release_quarters(store)
+                                         if q != quarter and store.has_table("predictions", q)}
+    data_by_quarter: dict[str, tuple[list, list]] = {q: (load_release(f), predictions if q == quarter else
+                                                         from_frame(store.read_table("predictions", q), Prediction))
+                                                     for q, f in folders.items()}
+    recurring = {q: set(recurring_ids(f)) for q, f in folders.items()}  # left out of the after-cut-off figures
     reports = {}
     for s in systems:
         reports[s] = evaluate_quarters(
             {q: (g, [p for p in ps if p.system == s]) for q, (g, ps) in data_by_quarter.items()},
-            pipeline.knowledge_cutoff, s)
+            pipeline.knowledge_cutoff, s, recurring)
     contamination = None
     if pipeline.contamination_check:
         contamination = run_contamination(store, llm, pipeline, quarter, data_by_quarter[quarter][0])
@@ -472,6 +482,7 @@ def evaluation(
         "integrity_acc3": integrity.get("acc3") if integrity.get("acc3") is not None else float("nan"),
         "coverage": first["coverage"],
         "knowledge_cutoff": pipeline.knowledge_cutoff,
+        "claims_recurring": len(recurring[quarter]),
         "contamination_flagged": len(contamination["models"].get(pipeline.verifier_member or llm.member_names()[0], {})
                                      .get("flagged", [])) if contamination else 0,
         "summary": dg.MetadataValue.json(json.loads(json.dumps(payload, default=str))),

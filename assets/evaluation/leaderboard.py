@@ -31,6 +31,7 @@ from assets.evaluation.evaluation import (
     release_quarters,
 )
 from assets.evaluation.predictions import load_release
+from assets.release.recurring import recurring_ids
 from dagster_project.config import PipelineResource
 from dagster_project.partitions import to_label
 from dagster_project.resources.files import atomic_write
@@ -185,11 +186,14 @@ def contamination_counts(store: StoreResource, quarter: str, member: str) -> dic
 
 
 def collect(store: StoreResource, systems: list[System], quarters: list[str]) -> dict:
-    """Everything the board is computed from: per-claim integrity rows, gold counts, predictions and contamination."""
-    rows, predicted, contamination, claims = [], {}, {}, {}
+    """Everything the board is computed from: per-claim integrity rows, gold counts, predictions, contamination and
+    the claims each release marks recurring (release claim ids per quarter)."""
+    rows, predicted, contamination, claims, recurring = [], {}, {}, {}, {}
     for quarter in sort_quarters(quarters):
-        gold = load_release(store.latest_release(quarter))
+        folder = store.latest_release(quarter)
+        gold = load_release(folder)
         claims[quarter] = len(gold)
+        recurring[quarter] = sorted(recurring_ids(folder))
         for s in systems:
             preds = verifier_predictions(store, s, quarter) if s.kind == "verifier" else outside_predictions(s, quarter)
             if preds is None:
@@ -202,7 +206,7 @@ def collect(store: StoreResource, systems: list[System], quarters: list[str]) ->
             if counts is not None:
                 contamination.setdefault(s.name, {})[quarter] = counts
     return {"systems": [s.model_dump() for s in systems], "claims": claims, "predicted": predicted,
-            "contamination": contamination, "rows": rows}
+            "contamination": contamination, "rows": rows, "recurring": recurring}
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -262,8 +266,17 @@ def _grouped(rows: list[dict], with_ci: bool, resamples: int) -> dict:
 def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: bool = False,
                   resamples: int = 2000) -> dict:
     """Per system: each quarter of the window, and the pooled "all", "clean" and "before" windows with intervals;
-    ranked by integrity MSE on "clean" (``after_cutoff``) or "all"."""
+    ranked by integrity MSE on "clean" (``after_cutoff``) or "all".
+
+    "clean" leaves out the claims a release marks recurring (``data["recurring"]``: an earlier release held them, so
+    the model may have seen them) and counts them in ``recurring_left_out``; each quarter also carries ``sums_fresh``,
+    its sums without them, for re-pooling a clean window."""
     quarters = sort_quarters(data["claims"])
+    recurring = {q: set(ids) for q, ids in (data.get("recurring") or {}).items()}
+
+    def fresh(rows: list[dict]) -> list[dict]:
+        return [r for r in rows if r["claim_id"] not in recurring.get(r["quarter"], ())]
+
     lo = quarter_number(first) if first else -math.inf
     hi = quarter_number(last) if last else math.inf
     window = [q for q in quarters if lo <= quarter_number(q) <= hi]
@@ -281,16 +294,19 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
             per_quarter[q] = {
                 "relation": quarter_relation(q, s.knowledge_cutoff), "claims": data["claims"][q],
                 "predicted": data["predicted"].get(s.name, {}).get(q, 0), **metrics(rows), "sums": _sums(rows),
+                "recurring": len(recurring.get(q, ())), "sums_fresh": _sums(fresh(rows)),
                 "flagged_share": contamination_share([flagged]) if flagged else None, "contamination": flagged,
                 **_grouped(rows, False, resamples),
             }
         windows = {}
         for name in WINDOWS:
             qs = [q for q in window if name == "all" or per_quarter[q]["relation"] == name]
-            rows = [r for q in qs for r in by_system[s.name].get(q, [])]
+            pooled = [r for q in qs for r in by_system[s.name].get(q, [])]
+            rows = fresh(pooled) if name == "clean" else pooled
+            marked = sum(len(recurring.get(q, ())) for q in qs) if name == "clean" else 0
             windows[name] = {
-                "quarters": qs, "claims": sum(data["claims"][q] for q in qs), **metrics(rows),
-                "ci": bootstrap_ci(rows, resamples=resamples),
+                "quarters": qs, "claims": sum(data["claims"][q] for q in qs) - marked, **metrics(rows),
+                "recurring_left_out": len(pooled) - len(rows), "ci": bootstrap_ci(rows, resamples=resamples),
                 "flagged_share": contamination_share([contamination[q] for q in qs if q in contamination]),
                 **_grouped(rows, True, resamples),
             }
@@ -320,14 +336,15 @@ def _row(entry: dict, scope: str, window: str, quarter: str, axis: str, group: s
             "rank": entry["rank"], "scope": scope, "window": window, "quarter": quarter, "axis": axis, "group": group,
             "n": m["n"], **{k: m[k] for k in METRICS},
             **{f"{k}_{side}": (ci[k][i] if ci.get(k) else None) for k in METRICS for i, side in enumerate(("lo", "hi"))},
-            "claims": extra.get("claims"), "flagged_share": extra.get("flagged_share")}
+            "claims": extra.get("claims"), "flagged_share": extra.get("flagged_share"),
+            "recurring_left_out": extra.get("recurring_left_out")}
 
 
 TABLE_SCHEMA = {
     "system": pl.Utf8, "kind": pl.Utf8, "knowledge_cutoff": pl.Utf8, "rank": pl.Int64, "scope": pl.Utf8,
     "window": pl.Utf8, "quarter": pl.Utf8, "axis": pl.Utf8, "group": pl.Utf8, "n": pl.Int64,
     **{k: pl.Float64 for k in METRICS}, **{f"{k}_{side}": pl.Float64 for k in METRICS for side in ("lo", "hi")},
-    "claims": pl.Int64, "flagged_share": pl.Float64,
+    "claims": pl.Int64, "flagged_share": pl.Float64, "recurring_left_out": pl.Int64,
 }
 
 
@@ -373,13 +390,14 @@ def text_ranking(board: dict) -> str:
              f"{'the quarters after each cut-off' if rank_window == 'clean' else 'every quarter'} "
              f"({int(w['confidence'] * 100)}% bootstrap intervals)",
              f"{'rank':>4} {'system':24} {'cut-off':10} {'quarters':>8} {'n':>5} {'MSE':>7} {'MSE interval':>17} "
-             f"{'MAE':>7} {'acc3':>7} {'acc7':>7} {'flagged':>7}"]
+             f"{'MAE':>7} {'acc3':>7} {'acc7':>7} {'flagged':>7} {'recurring':>9}"]
     for s in board["systems"]:
         m = s["windows"][rank_window]
         ci = m["ci"]["mse"]
         lines.append(f"{s['rank'] or '-':>4} {s['name'][:24]:24} {s['knowledge_cutoff']:10} {len(m['quarters']):>8} "
                      f"{m['n']:>5} {fmt(m['mse']):>7} {(f'[{ci[0]:.4f}, {ci[1]:.4f}]' if ci else '-'):>17} "
-                     f"{fmt(m['mae']):>7} {fmt(m['acc3']):>7} {fmt(m['acc7']):>7} {fmt(m['flagged_share'], 3):>7}")
+                     f"{fmt(m['mae']):>7} {fmt(m['acc3']):>7} {fmt(m['acc7']):>7} {fmt(m['flagged_share'], 3):>7} "
+                     f"{m['recurring_left_out']:>9}")
     return "\n".join(lines) + "\n"
 
 

@@ -51,7 +51,9 @@ def page_data(board: dict) -> dict:
         "systems": [{
             "name": s["name"], "kind": s["kind"], "cutoff": s["knowledge_cutoff"],
             "ci": {w: s["windows"][w]["ci"]["mse"] for w in ("all", "clean")},
-            "quarters": {q: {**v["sums"], "relation": v["relation"], "contamination": v["contamination"]}
+            # "fresh": the quarter's sums without its recurring claims, which the clean window pools
+            "quarters": {q: {**v["sums"], "fresh": v.get("sums_fresh", v["sums"]), "relation": v["relation"],
+                             "contamination": v["contamination"]}
                          for q, v in s["quarters"].items()},
         } for s in board["systems"]],
     }
@@ -157,10 +159,11 @@ SCRIPT = r"""
   var sortKey = "rank", sortDir = 1;
   var COLS = ["rank", "name", "kind", "cutoff", "quarters", "n", "mse", "ci", "mae", "acc3", "acc7", "flagged", "clean", "before"];
   function fx(v, d) { return v === null || v === undefined ? "-" : v.toFixed(d === undefined ? 4 : d); }
-  function pool(s, qs) {
+  function pool(s, qs, fresh) {
     var n = 0, se = 0, ae = 0, h3 = 0, h7 = 0, fl = 0, sc = 0;
     qs.forEach(function (q) {
       var x = s.quarters[q]; if (!x) return;
+      if (fresh) x = Object.assign({}, x, x.fresh);
       n += x.n; se += x.se; ae += x.ae; h3 += x.hit3; h7 += x.hit7;
       if (x.contamination) { fl += x.contamination.flagged; sc += x.contamination.scored; }
     });
@@ -180,7 +183,7 @@ SCRIPT = r"""
     var exact = win[0] === D.window.from && win[win.length - 1] === D.window.to && after.checked === D.window.after_cutoff;
     var rows = D.systems.map(function (s) {
       var rel = function (q) { return s.quarters[q] ? s.quarters[q].relation : null; };
-      var all = pool(s, win), clean = pool(s, win.filter(function (q) { return rel(q) === "clean"; }));
+      var all = pool(s, win), clean = pool(s, win.filter(function (q) { return rel(q) === "clean"; }), true);
       var before = pool(s, win.filter(function (q) { return rel(q) === "before"; }));
       var m = rankWin === "clean" ? clean : all, ci = exact ? s.ci[rankWin] : null;
       return {name: s.name, kind: s.kind, cutoff: s.cutoff, quarters: m.quarters, n: m.n, mse: m.mse,

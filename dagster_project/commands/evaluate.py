@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from assets.evaluation.predictions import load_release
     from assets.evaluation.verifier_contamination import controlled_ids, load_report
+    from assets.release.recurring import recurring_ids
 
     releases = find_releases(Path(args.release))
     default_quarter = args.quarter or (next(iter(releases)) if len(releases) == 1 else "")
@@ -113,13 +114,14 @@ def run(args: argparse.Namespace) -> int:
     systems = sorted({p.system for p in predictions}) or [args.system or "none"]
     cutoff = args.cutoff if args.cutoff is not None else _config_cutoff(getattr(args, "config", None))
     gold = {q: load_release(folder) for q, folder in releases.items()}
+    recurring = {q: set(recurring_ids(folder)) for q, folder in releases.items()}  # left out of the after-cut-off view
     unknown = sorted({p.quarter for p in predictions} - set(gold))
     if unknown:
         print(f"veritas evaluate: predictions for quarters without a release ignored: {', '.join(unknown)}",
               file=sys.stderr)
     for system in systems:
         data = {q: (g, [p for p in predictions if p.quarter == q and p.system == system]) for q, g in gold.items()}
-        full = evaluate_quarters(data, cutoff, system)
+        full = evaluate_quarters(data, cutoff, system, recurring)
         if args.contamination:
             keep = controlled_ids(load_report(args.contamination), [c.id for g in gold.values() for c in g])
             controlled = {q: ([c for c in g if c.id in keep], ps) for q, (g, ps) in data.items()}

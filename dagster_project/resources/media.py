@@ -357,7 +357,7 @@ def phash_distance(a_hex: str, b_hex: str) -> int:
     return imagehash.hex_to_hash(a_hex) - imagehash.hex_to_hash(b_hex)
 
 
-def _hash_words(hexes: list[str]) -> np.ndarray:
+def hash_words(hexes: list[str]) -> np.ndarray:
     width = len(hexes[0])
     if width == 0 or width % 16 or any(len(h) != width for h in hexes):
         raise ValueError("phashes must be non-empty hex strings of one common length (multiple of 16)")
@@ -371,7 +371,7 @@ def near_duplicate_groups(items: list[tuple[str, str]], max_distance: int = 6) -
     if not items:
         return []
     ids = [i for i, _ in items]
-    words = _hash_words([h.lower() for _, h in items])
+    words = hash_words([h.lower() for _, h in items])
     parent = list(range(len(ids)))
 
     def find(x: int) -> int:
