@@ -43,6 +43,8 @@ from bench.rehearsal_stage import SLOT_BUSY  # noqa: E402
 from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
 from dagster_project.simulation.records import SHARED_DATA, load_shared  # noqa: E402
+from assets.release.card import integrity_summary  # noqa: E402
+from assets.release.release import validate_release  # noqa: E402
 from dagster_project.simulation.run import agreement, client_timeout, latest_release, write_config  # noqa: E402
 
 STAGES = ["reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
@@ -194,6 +196,10 @@ def main() -> int:
         total_cost = sum(r["cost"] for r in rows.values())
         print(f"\nrelease (SIMULATED): {json.dumps({k: v for k, v in result.items() if k != 'wrong'})}")
         print(f"calls per released claim {total_calls / n:.1f}, cost per released claim ${total_cost / n:.5f}")
+        problems = validate_release(release)
+        print(f"format and order check: {'passed' if not problems else problems[:5]}")
+        for line in integrity_summary(json.loads((release / "manifest.json").read_text())):
+            print(f"  {line}")
         print(f"panel: {json.dumps(panel.counters())}")
         # each claim asks its question of every member at once (ask_each), each member at most max_parallel at once
         allowed = len(panel_cfg.members) * min(args.parallel_claims, args.max_parallel)

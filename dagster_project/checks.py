@@ -99,7 +99,9 @@ def scored_claims_quality(context: dg.AssetCheckExecutionContext, store: StoreRe
 
 @dg.asset_check(asset="release", blocking=True,
                 description="The published split passes the VeriTaS-format check, holds exactly release_size claims "
-                            "when the pool allows it and no more media claims than media_share.")
+                            "when the pool allows it and no more media claims than media_share; no label can be read "
+                            "from the order of claims.json, the claim ids or the media ids, and its shortcut audit "
+                            "found no position, id or selection shortcut.")
 def release_format(
     context: dg.AssetCheckExecutionContext, store: StoreResource, pipeline: PipelineResource
 ) -> dg.AssetCheckResult:

@@ -140,6 +140,7 @@ def _quarter_report(history, label: str, checks: dict) -> dict:
         }
         if name == "release":
             stages[name]["path"] = meta.get("path")
+            stages[name]["integrity_summary"] = meta.get("integrity_summary")
     return {"quarter": label, "stages": stages, "checks": checks.get(label, {})}
 
 
@@ -180,10 +181,22 @@ def format_funnel(report: dict, note: str = "") -> str:
         llm = summary["llm"]
         rate = "n/a" if llm["hit_rate"] is None else f"{llm['hit_rate']:.1%}"
         lines.append(f"  llm: {llm['calls']} calls, cache hit rate {rate}, cost ${llm['cost_usd']:.4f}")
+    lines += integrity_lines(report["stages"])
     for name, check in sorted(report.get("checks", {}).items()):
         if not check["passed"]:
             lines.append(f"  {check['severity']} {name}: {check['note']}")
     return "\n".join(lines)
+
+
+def integrity_lines(stages: dict) -> list[str]:
+    """The release's order check, label reliability, shortcut audit and recurring share (its metadata's
+    ``integrity_summary``); before a release, the scored claims' Krippendorff's alpha."""
+    release = stages.get("release", {})
+    if release.get("integrity_summary"):
+        return [f"  {line}" for line in release["integrity_summary"].splitlines()]
+    alphas = {k.removeprefix("alpha/"): v for k, v in stages.get("scored_claims", {}).get("extras", {}).items()
+              if k.startswith("alpha/") and v is not None}
+    return ["  Krippendorff's alpha (scored claims): " + ", ".join(f"{p} {v:.2f}" for p, v in alphas.items())] if alphas else []
 
 
 def format_range(reports: list[dict]) -> str:

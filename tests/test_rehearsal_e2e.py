@@ -88,3 +88,43 @@ def test_a_warm_rerun_makes_no_model_call(rehearsal):
     assert again["ocr/images_read"] == 0 and again["llm/model_calls"] == 0
     assert again["ocr/cache_hits"] == first["ocr/images_read"] + first["ocr/cache_hits"]
 
+
+
+def test_the_release_order_carries_no_label_and_its_audit_and_reliability_are_published(rehearsal, tmp_path):
+    """Issue 24 on the simulated quarter's 100-claim release: ids, file order and media ids in a random order (the
+    release used to list 42 Compromised, then 42 Intact, then 16 Unknown), the shortcut audit measured and passed,
+    Krippendorff's alpha per property, and every exported table in the same order."""
+    import polars as pl
+
+    from assets.claims.scored_claims import bin3
+    from assets.release.audit import ORDER_FEATURES
+    from assets.release.card import export_hf
+    from assets.release.order import order_problems, release_orders
+
+    folder = rehearsal["release"]
+    claims = json.loads((folder / "claims.json").read_text())["claims"]
+    labels = [bin3(c["integrity"]["score"]) for c in claims]
+    assert len(claims) == RELEASE and [c["id"] for c in claims] == list(range(1, RELEASE + 1))
+    assert sum(a != b for a, b in zip(labels, labels[1:])) > 20  # not three blocks of labels
+    orders = release_orders(claims, bin3)
+    assert order_problems(orders) == [] and all(s["n"] >= 80 and "skipped" not in s for s in orders.values())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["order"]["statistics"] == orders
+    audit = manifest["shortcut_audit"]
+    assert audit["claims"] == RELEASE and audit["problems"] == [] and audit["pool"]["claims"] > RELEASE
+    assert all(not audit["features"][f]["above_chance"] for f in ORDER_FEATURES)
+    assert {"text", "rectified_style"} <= set(audit) and audit["features"]["publisher"]["group"] == "world"
+    alphas = {scope: {p: r["alpha"] for p, r in props.items()} for scope, props in manifest["reliability"].items()}
+    assert all(0.3 < alphas[scope][p] <= 1 for scope in ("scored", "released") for p in ("veracity", "context_coverage"))
+    card = (folder / "README.md").read_text()
+    assert "## Shortcut audit" in card and "## Label reliability" in card and "## Order" in card
+    summary = rehearsal["first_yields"]["stages"]["release"]["integrity_summary"]
+    assert f"shortcut audit ({RELEASE} claims" in summary and "Krippendorff's alpha (scored claims): veracity" in summary
+    assert rehearsal["first_yields"]["stages"]["scored_claims"]["extras"]["alpha/veracity"] == pytest.approx(
+        alphas["scored"]["veracity"], abs=1e-4)
+    ids = [c["id"] for c in claims]
+    assert pl.read_parquet(folder / "claims.parquet")["id"].to_list() == ids
+    assert pl.read_parquet(folder / "media.parquet")["claim_id"].to_list() == [c["id"] for c in claims for _ in c["media"]]
+    exported = export_hf({"2025Q3": folder}, tmp_path / "hf")
+    assert pl.read_parquet(exported / "2025Q3" / "claims.parquet")["id"].to_list() == ids
+    assert "### Shortcut audit" in (exported / "README.md").read_text()

@@ -404,20 +404,6 @@ def run_contamination(store: StoreResource, llm: LLMResource, pipeline: Pipeline
     return contamination_report(results, pipeline.contamination_threshold)
 
 
-def release_quarters(store: StoreResource) -> list[str]:
-    """Quarters that have a published release in the store (local folder or S3 bucket)."""
-    quarters = {rel.split("/")[1] for rel in store.list_objects("releases") if rel.endswith("/LATEST")}
-    return sorted((q for q in quarters if _is_quarter(q)), key=quarter_number)
-
-
-def _is_quarter(value: str) -> bool:
-    try:
-        to_label(value)
-    except ValueError:
-        return False
-    return True
-
-
 @stage_asset(
     "evaluation",
     "MSE, MAE, 3-bin and 7-bin accuracy of the predictions against the release, per property/modality/language, "
@@ -435,7 +421,7 @@ def evaluation(
     predictions = from_frame(store.read_table("predictions", quarter), Prediction)
     systems = sorted({p.system for p in predictions}) or ["none"]
     # The longitudinal view needs every quarter this store has predicted, not only this partition.
-    folders = {quarter: Path(folder)} | {q: store.latest_release(q) for q in release_quarters(store)
+    folders = {quarter: Path(folder)} | {q: store.latest_release(q) for q in store.release_quarters()
                                          if q != quarter and store.has_table("predictions", q)}
     data_by_quarter: dict[str, tuple[list, list]] = {q: (load_release(f), predictions if q == quarter else
                                                          from_frame(store.read_table("predictions", q), Prediction))

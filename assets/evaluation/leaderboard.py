@@ -28,7 +28,6 @@ from assets.evaluation.evaluation import (
     metrics,
     pairs,
     quarter_number,
-    release_quarters,
 )
 from assets.evaluation.predictions import load_release
 from assets.release.recurring import recurring_ids
@@ -430,7 +429,7 @@ def write_outputs(store: StoreResource, data: dict, board: dict, run_id: str = "
 def leaderboard(context: dg.AssetExecutionContext, store: StoreResource, pipeline: PipelineResource) -> dg.MaterializeResult:
     try:  # a bad registry or a missing prediction file: the step's own error names the file, not a wrapper's
         systems = load_systems(pipeline.systems_dir)
-        quarters = release_quarters(store)
+        quarters = store.release_quarters()
         if not quarters:
             raise dg.Failure(f"no release in {store.location}: materialize release, predictions and evaluation first")
         data = collect(store, systems, quarters)

@@ -132,7 +132,73 @@ def croissant(folder: Path, quarter: str, release_version: str = "") -> dict:
     }
 
 
-def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str) -> str:
+def integrity_markdown(report: dict, heading: str = "##") -> str:
+    """What a reader needs to judge the labels and the split, from a release's manifest (or the same keys before it
+    is written): the order check, the ensemble's reliability, the shortcut audit and the recurring claims."""
+    from assets.release.audit import audit_markdown
+
+    parts = []
+    order = report.get("order")
+    if order:
+        rows = "\n".join(
+            f"| {name} | {s.get('spearman_rho', '-')} ({s.get('rho_z', '-')} sd) | {s.get('same_label_neighbours', '-')} "
+            f"(shuffle {s.get('same_label_expected', '-')}, {s.get('neighbours_z', '-')} sd) |"
+            if "skipped" not in s else f"| {name} | {s['skipped']} | |" for name, s in order["statistics"].items())
+        parts.append(
+            f"{heading} Order\n\nClaims and media are numbered in a random order drawn from a seed of the release's "
+            "content, starting from an order that knows nothing of the labels. Along each order below, Spearman's rho "
+            "between position and integrity, and the share of neighbours with the same label, must be within "
+            f"{order['max_z']} standard deviations of a shuffle (the neighbour share's spread is measured on "
+            f"shuffles of the same labels).\n\n| order | Spearman's rho | same-label neighbours |\n|---|---|---|\n{rows}")
+    reliability = report.get("reliability")
+    if reliability:
+        rows = "\n".join(f"| {scope} | {prop} | {'n/a' if r['alpha'] is None else r['alpha']} | {r['units']} | {r['raters']} |"
+                         for scope, props in reliability.items() for prop, r in props.items() if r["units"])
+        parts.append(
+            f"{heading} Label reliability\n\nKrippendorff's alpha (interval) of the ensemble members' scores, per "
+            "property: a unit is one property of one claim (or of one medium); each member is a rater. `scored` is "
+            "every original claim of the quarter that passed the disagreement filter, `released` the claims of this "
+            "split. 1 is perfect agreement, 0 is chance; the filter removed the claims the members disagreed on most, "
+            "so these figures describe what was kept.\n\n| claims | property | alpha | units | raters |\n"
+            f"|---|---|---|---|---|\n{rows}")
+    audit = report.get("shortcut_audit")
+    if audit:
+        parts.append(audit_markdown(audit).replace("## ", f"{heading} ", 1))
+    recurring = report.get("recurring")
+    if recurring:
+        parts.append(
+            f"{heading} Recurring claims\n\n{recurring['count']} of the released claims ({recurring['share']:.1%}) "
+            f"recur from an earlier release ({', '.join(recurring.get('earlier_quarters', [])) or 'none before this one'}),"
+            " matched by text (the in-quarter near-duplicate measure) or by a medium's perceptual hash; policy "
+            f"`{recurring['mode']}`" + (f", {recurring.get('dropped', 0)} left out before selection" if recurring["mode"] == "drop" else "")
+            + ". The evaluation's cut-off view and the leaderboard's clean window leave them out: a model may have seen "
+            "them before its cut-off.")
+    return "\n\n".join(parts)
+
+
+def integrity_summary(report: dict) -> list[str]:
+    """A few lines for terminals (``veritas yields``, the demo, the rehearsal) from a release's manifest: the order
+    check, Krippendorff's alpha per property, the shortcut audit and the recurring claims."""
+    from assets.claims.reliability import alpha_line
+    from assets.release.audit import audit_line
+
+    lines = []
+    if report.get("order"):
+        worst = max((abs(s.get(z, 0)) for s in report["order"]["statistics"].values() for z in ("rho_z", "neighbours_z")),
+                    default=0.0)
+        lines.append(f"order check: largest deviation from a shuffle {worst:.1f} sd (limit {report['order']['max_z']})")
+    for scope, props in (report.get("reliability") or {}).items():
+        lines.append(f"Krippendorff's alpha ({scope} claims): {alpha_line(props) or 'no units'}")
+    if report.get("shortcut_audit"):
+        lines.append(audit_line(report["shortcut_audit"]))
+    if report.get("recurring"):
+        r = report["recurring"]
+        lines.append(f"recurring from earlier releases ({r['mode']}): {r['count']} claims ({r['share']:.1%})"
+                     + (f", {r['dropped']} left out before selection" if r["mode"] == "drop" else ""))
+    return lines
+
+
+def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str, sections: str = "") -> str:
     """A Hugging Face dataset card: YAML header (license, languages, task categories, one config per quarter
     and a default config with one split per quarter), then counts and the label scheme.
 
@@ -169,7 +235,8 @@ def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str) -> s
         "## Label scheme\n\nEvery score lies in [-1, 1]. `integrity` is the lowest of the claim's property scores "
         "(veracity, context coverage, media contextualization); `decisive_property` names it. "
         f"`label` bins it:\n\n{labels}\n\nIntact and compromised claims are balanced in each quarter.\n\n"
-        f"## License\n\n[CC BY-NC 4.0]({LICENSE_URL}); the claims' texts and media belong to their publishers.\n"
+        + (f"{sections}\n\n" if sections else "")
+        + f"## License\n\n[CC BY-NC 4.0]({LICENSE_URL}); the claims' texts and media belong to their publishers.\n"
     )
 
 
@@ -179,13 +246,22 @@ def _quarter_info(folder: Path) -> dict:
     return {**meta, "languages": sorted(langs.to_list())}
 
 
-def write_release_card(folder: Path, quarter: str, version: str = "") -> None:
-    """media.parquet, croissant.json and README.md into a release folder (after claims.parquet and the zip)."""
+def write_release_card(folder: Path, quarter: str, version: str = "", integrity: dict | None = None) -> None:
+    """media.parquet, croissant.json and README.md into a release folder (after claims.parquet and the zip).
+    ``integrity``: the manifest's order, reliability, shortcut_audit and recurring sections, for the card."""
     claims = json.loads((folder / "claims.json").read_text())["claims"]
     media_frame(claims).write_parquet(folder / "media.parquet")
     (folder / "croissant.json").write_text(json.dumps(croissant(folder, quarter, version), indent=1, ensure_ascii=False))
     info = {quarter: _quarter_info(folder)}
-    (folder / "README.md").write_text(card_text(info, {quarter: "claims.parquet"}, f"VeriTaS {quarter}"))
+    (folder / "README.md").write_text(card_text(info, {quarter: "claims.parquet"}, f"VeriTaS {quarter}",
+                                                integrity_markdown(integrity or {})))
+
+
+def _manifest(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def export_hf(releases: dict[str, Path], out: Path) -> Path:
@@ -203,5 +279,7 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
             write_release_card(target, quarter)
             (target / "README.md").unlink()
     info = {q: _quarter_info(out / q) for q in releases}
-    (out / "README.md").write_text(card_text(info, {q: f"{q}/claims.parquet" for q in releases}, "VeriTaS"))
+    sections = "\n\n".join(f"## {q}\n\n{text}" for q in sorted(releases)
+                             if (text := integrity_markdown(_manifest(out / q), "###")))
+    (out / "README.md").write_text(card_text(info, {q: f"{q}/claims.parquet" for q in releases}, "VeriTaS", sections))
     return out

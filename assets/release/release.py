@@ -12,13 +12,17 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
-from rapidfuzz import fuzz, process
+from rapidfuzz import process
 
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
 from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.scored_claims import EPS, bin3
-from assets.release.card import write_release_card
+from assets.claims.reliability import alpha_metadata, ensemble_alpha
+from assets.release.audit import pool_rows, release_rows, shortcut_audit
+from assets.release.card import integrity_summary, write_release_card
+from assets.release.order import MAX_Z, order_problems, release_orders, release_seed, shuffled
+from assets.release.recurring import SCORER, earlier_quarters, match_recurring, release_fingerprints
 from dagster_project.config import PROJECT_ROOT, PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
@@ -65,7 +69,7 @@ def remove_near_duplicates(
         pair = {claim.claim_id, claim.variant_of}
         text = MEDIA_REF.sub("", claim.text).casefold()
         others = [t for k, t in zip(kept, texts) if k.claim_id not in pair]
-        twin = process.extractOne(text, others, scorer=fuzz.token_set_ratio, score_cutoff=similarity) is not None
+        twin = process.extractOne(text, others, scorer=SCORER, score_cutoff=similarity) is not None
         reused = bool(claim.media) and all(owners(m) - pair for m in claim.media)
         if twin or reused:
             continue
@@ -185,17 +189,18 @@ def _score(verdict, digits: int = 2) -> ReleaseScore | None:
     return None if verdict is None else ReleaseScore(score=round(verdict.score, digits), justification=verdict.justification)
 
 
-def to_release_claims(chosen: list[ScoredClaim]) -> tuple[list[ReleaseClaim], list[tuple[int, str, str]]]:
-    """Numeric claim and media ids; <image:N> references point at the release's media ids."""
-    claims, files, media_ids = [], [], {}
+def _number(chosen: list[ScoredClaim], media_numbers: dict[str, int]) -> tuple[list[ReleaseClaim], list[tuple[int, str, str]]]:
+    """Claim ids in the order of ``chosen`` (from 1), media ids from ``media_numbers``; <image:N> references point
+    at the release's media ids."""
+    claims, files, seen = [], [], set()
     for claim_number, claim in enumerate(chosen, 1):
         media = []
         local_to_global = {}
         for i, m in enumerate(claim.media):
-            if m.medium_id not in media_ids:
-                media_ids[m.medium_id] = len(media_ids) + 1
-                files.append((media_ids[m.medium_id], m.kind, m.path))
-            mid = media_ids[m.medium_id]
+            mid = media_numbers[m.medium_id]
+            if mid not in seen:
+                seen.add(mid)
+                files.append((mid, m.kind, m.path))
             local_to_global[(m.kind, str(i))] = mid
             verdicts = {v.property: v for v in claim.media_verdicts if v.medium_index == i}
             media.append(ReleaseMedium(
@@ -209,7 +214,40 @@ def to_release_claims(chosen: list[ScoredClaim]) -> tuple[list[ReleaseClaim], li
             veracity=_score(claim.veracity), context_coverage=_score(claim.context_coverage),
             integrity=ReleaseIntegrity(score=round(claim.integrity.score, 2), decisive_property=claim.integrity.decisive_property),
         ))
+    return claims, sorted(files)
+
+
+ORDER_ATTEMPTS = 20  # draws until the order passes the order check (a fair shuffle fails it ~0.3% of the time)
+
+
+def ordered_release(chosen: list[ScoredClaim]) -> tuple[list[ScoredClaim], list[ReleaseClaim], list[tuple[int, str, str]], dict]:
+    """The chosen claims numbered in a random order, and their media numbered in another, both seeded from the
+    release's content (claim ids, texts, media) so that a rebuild gives the same bytes. The draw starts from an
+    order that knows nothing of the labels (claim ids sorted), so not even the seed tells a label. Returns the
+    claims in release order, the release claims, the media files and the order's record (seed, draw, statistics)."""
+    base = sorted(chosen, key=lambda c: c.claim_id)
+    media = sorted({m.medium_id for c in base for m in c.media})
+    keys = [f"{c.claim_id}\t{c.text}" for c in base] + media
+    for attempt in range(ORDER_ATTEMPTS):
+        seed = release_seed([*keys, f"draw {attempt}"])
+        ordered = shuffled(base, seed)
+        numbers = {m: i for i, m in enumerate(shuffled(media, seed + 1), 1)}
+        claims, files = _number(ordered, numbers)
+        orders = release_orders([c.model_dump() for c in claims], bin3)
+        if not order_problems(orders):
+            break
+    return ordered, claims, files, {"seed": seed, "draw": attempt, "max_z": MAX_Z, "statistics": orders}
+
+
+def to_release_claims(chosen: list[ScoredClaim]) -> tuple[list[ReleaseClaim], list[tuple[int, str, str]]]:
+    """The release claims and media files of ``ordered_release``: numeric ids in a random order."""
+    _, claims, files, _ = ordered_release(chosen)
     return claims, files
+
+
+def media_phashes(chosen: list[ScoredClaim], claims: list[ReleaseClaim]) -> dict[str, str]:
+    """Release medium id -> the medium's perceptual hash (where it has one)."""
+    return {str(r.id): m.phash for c, rc in zip(chosen, claims) for m, r in zip(c.media, rc.media) if m.phash}
 
 
 def code_version() -> str:
@@ -226,10 +264,12 @@ def _sha256(path: Path) -> str:
 
 def write_release(
     folder: Path, quarter: str, claims: list[ReleaseClaim], files: list[tuple[int, str, str]], media: MediaStore,
-    provenance: dict, injection_flags: list[list[str]] | None = None,
+    provenance: dict, injection_flags: list[list[str]] | None = None, recurring: dict[int, dict] | None = None,
 ) -> dict:
     """meta.json, claims.json, images/<id>.jpg, videos/<id>.mp4 and manifest.json into ``folder``.
-    ``injection_flags`` (one list per claim) go into claims.parquet and the manifest, never into claims.json."""
+    ``injection_flags`` (one list per claim) and ``recurring`` (release claim id -> the earlier release claim it
+    repeats) go into claims.parquet and the manifest, never into claims.json. The card shows the provenance's
+    order, reliability, shortcut audit and recurring sections."""
     flags = list(injection_flags) if injection_flags is not None else [[] for _ in claims]
     (folder / "images").mkdir()
     (folder / "videos").mkdir()
@@ -249,9 +289,10 @@ def write_release(
     (folder / "meta.json").write_text(json.dumps(meta, indent=2))
     payload = {"claims": [c.model_dump() for c in claims]}
     (folder / "claims.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False))
-    release_frame(claims, flags).write_parquet(folder / "claims.parquet")
+    release_frame(claims, flags, recurring).write_parquet(folder / "claims.parquet")
     write_zip(folder, f"veritas_{quarter}.zip")
-    write_release_card(folder, quarter)  # media.parquet, croissant.json, README.md; no run id, so equal content gives equal bytes
+    # media.parquet, croissant.json, README.md; no run id, so equal content gives equal bytes
+    write_release_card(folder, quarter, integrity=provenance)
     manifest = {
         **provenance,
         "quarter": quarter,
@@ -263,9 +304,11 @@ def write_release(
     return manifest
 
 
-def release_frame(claims: list[ReleaseClaim], injection_flags: list[list[str]] | None = None) -> pl.DataFrame:
-    """The release as one flat table: a row per claim, scores as columns, media as JSON text, and the
-    instruction-like phrases found in each claim's sources (``injection_flags``)."""
+def release_frame(claims: list[ReleaseClaim], injection_flags: list[list[str]] | None = None,
+                  recurring: dict[int, dict] | None = None) -> pl.DataFrame:
+    """The release as one flat table: a row per claim, scores as columns, media as JSON text, the
+    instruction-like phrases found in each claim's sources (``injection_flags``) and, for a claim that recurs from an
+    earlier release, that release's quarter and claim id."""
     flags = list(injection_flags) if injection_flags is not None else [[] for _ in claims]
     def score(v):
         return None if v is None else v.score
@@ -280,12 +323,14 @@ def release_frame(claims: list[ReleaseClaim], injection_flags: list[list[str]] |
         "veracity_justification": c.veracity.justification if c.veracity else None,
         "context_coverage_justification": c.context_coverage.justification if c.context_coverage else None,
         "injection_flags": f,
+        "recurring_quarter": (recurring or {}).get(c.id, {}).get("quarter"),
+        "recurring_id": (recurring or {}).get(c.id, {}).get("id"),
     } for c, f in zip(claims, flags)]
     schema = {"id": pl.Int64, "text": pl.Utf8, "date": pl.Utf8, "language": pl.Utf8, "review_url": pl.Utf8,
               "veracity": pl.Float64, "context_coverage": pl.Float64, "integrity": pl.Float64,
               "decisive_property": pl.Utf8, "label": pl.Utf8, "n_images": pl.Int64, "n_videos": pl.Int64,
               "media_json": pl.Utf8, "veracity_justification": pl.Utf8, "context_coverage_justification": pl.Utf8,
-              "injection_flags": pl.List(pl.Utf8)}
+              "injection_flags": pl.List(pl.Utf8), "recurring_quarter": pl.Utf8, "recurring_id": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
@@ -308,9 +353,11 @@ def write_zip(folder: Path, name: str) -> Path:
 
 
 def validate_release(folder: Path, release_size: int | None = None, media_share: float | None = None) -> list[str]:
-    """The VeriTaS-format check: files present and real, scores in range, integrity rule, balance, meta counts;
-    the media limit and the exact size (``release_size`` unless the manifest's selection found fewer claims
-    possible). Both parameters default to the ones the manifest's selection records; absent, they are not checked."""
+    """The VeriTaS-format check: files present and real, scores in range, integrity rule, balance, meta counts; no
+    label readable from the order of claims.json, the claim ids or the media ids; no problem in the manifest's
+    shortcut audit; the media limit and the exact size (``release_size`` unless the manifest's selection found fewer
+    claims possible). Both parameters default to the ones the manifest's selection records; absent, they are not
+    checked."""
     problems = []
     try:
         meta = json.loads((folder / "meta.json").read_text())
@@ -351,6 +398,8 @@ def validate_release(folder: Path, release_size: int | None = None, media_share:
     if counts["intact"] != counts["compromised"]:
         problems.append(f"unbalanced: {counts['intact']} intact vs {counts['compromised']} compromised")
     problems += size_problems(folder, claims, release_size, media_share)
+    problems += order_problems(release_orders(claims, bin3))
+    problems += [f"shortcut audit: {p}" for p in (_manifest(folder).get("shortcut_audit") or {}).get("problems", [])]
     expected = {**counts, "total": len(claims)}
     if meta.get("claim_counts") != expected:
         problems.append(f"meta claim_counts {meta.get('claim_counts')} != {expected}")
@@ -360,13 +409,17 @@ def validate_release(folder: Path, release_size: int | None = None, media_share:
     return problems
 
 
+def _manifest(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def size_problems(folder: Path, claims: list[dict], release_size: int | None, media_share: float | None) -> list[str]:
     """More media claims than media_share allows; fewer (or more) claims than release_size where the selection
     found that many possible."""
-    try:
-        selection = json.loads((folder / "manifest.json").read_text()).get("selection") or {}
-    except (OSError, ValueError):
-        selection = {}
+    selection = _manifest(folder).get("selection") or {}
     release_size = selection.get("release_size") if release_size is None else release_size
     media_share = selection.get("media_share") if media_share is None else media_share
     problems = []
@@ -409,10 +462,19 @@ def release(
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
-    chosen, report = select_release(claims, pipeline.release_size, pipeline.media_share,
+    earlier = {q: release_fingerprints(store.latest_release(q)) for q in earlier_quarters(quarter, store.release_quarters())}
+    recurring = match_recurring(claims, earlier, pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
+    pool = claims
+    if pipeline.recurring == "drop":  # an original that recurs takes its rectified variant with it, and back
+        gone = {k for c in claims if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
+        pool = [c for c in claims if c.claim_id not in gone]
+    chosen, report = select_release(pool, pipeline.release_size, pipeline.media_share,
                                     pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
-    release_claims, files = to_release_claims(chosen)
+    chosen, release_claims, files, order = ordered_release(chosen)
     flags = [c.injection_flags for c in chosen]
+    marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
+    audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(pool),
+                           seed=order["seed"] % 2**32)
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)
     provenance = {
@@ -425,25 +487,41 @@ def release(
         "llm_cost": _cost_summary(llm, quarter),
         "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
         "selection": report,
+        "order": order,
+        # each medium's perceptual hash, by release medium id: later quarters match their claims against this one's
+        "media_phash": media_phashes(chosen, release_claims),
+        "reliability": {"scored": ensemble_alpha([c for c in claims if c.variant == "original"]),
+                        "released": ensemble_alpha(chosen)},
+        "shortcut_audit": audit,
+        "recurring": {"mode": pipeline.recurring, "count": len(marks), "share": round(len(marks) / max(len(chosen), 1), 4),
+                      "claims": {str(k): v for k, v in sorted(marks.items())}, "earlier_quarters": sorted(earlier),
+                      "dropped": len(claims) - len(pool)},
         "injection_policy": pipeline.injection_policy,
     }
-    manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance, flags)
+    manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance, flags, marks)
     problems = validate_release(staging, pipeline.release_size, pipeline.media_share)
     if problems:
         raise dg.Failure(f"release {quarter} failed the format check", metadata={"problems": dg.MetadataValue.json(problems[:50])})
     final = store.publish_release(quarter, staging)
     stats = StageYield(len(claims))
+    if len(pool) < len(claims):
+        stats.drop("recurring", len(claims) - len(pool))
     stats.drop("near_duplicate", report["near_duplicates"])
-    stats.drop("not_selected", len(claims) - len(chosen) - report["near_duplicates"])
+    stats.drop("not_selected", len(pool) - len(chosen) - report["near_duplicates"])
     meta = stats.metadata(len(chosen))
     counts = manifest["counts"]["claim_counts"]
     if counts["intact"] == 0 and counts["compromised"] == 0:
         context.log.warning(f"release {quarter}: no balanced pair available ({report['available']}); the split has no Intact/Compromised claims")
+    summary = integrity_summary(manifest)
+    context.log.info(f"release {quarter}: " + "; ".join(summary))
     meta.update({
         "quarter": quarter, "version": version, "path": dg.MetadataValue.path(str(final)),
         **{f"claims/{k}": v for k, v in counts.items()},
         **{f"media/{k}": v for k, v in manifest["counts"]["media_counts"].items()},
         "claims/with_media": report["media_claims"], "claims/injection_flagged": sum(bool(f) for f in flags),
+        "claims/recurring": len(marks), "recurring/share": provenance["recurring"]["share"],
+        **alpha_metadata(provenance["reliability"]["released"]),
+        "integrity_summary": "\n".join(summary),
         "selection": dg.MetadataValue.json(report),
     })
     return dg.MaterializeResult(metadata=meta)

@@ -374,6 +374,20 @@ class StoreResource(dg.ConfigurableResource):
             atomic_write(final.parent / "LATEST", final.name.encode())
         return final
 
+    def release_quarters(self) -> list[str]:
+        """The quarters with a published release (a LATEST pointer, here or in the bucket), oldest first."""
+        from dagster_project.quarters import to_label
+
+        found = set()
+        for rel in self.list_objects("releases"):
+            parts = rel.split("/")
+            if len(parts) == 3 and parts[2] == "LATEST":
+                try:
+                    found.add(to_label(parts[1]))
+                except ValueError:  # a folder that is not a quarter
+                    continue
+        return sorted(found)  # labels (2025Q3) sort as quarters do
+
     def latest_release(self, quarter: str) -> Path | None:
         """The local folder of the quarter's current release (downloaded into the working copy with S3)."""
         try:
