@@ -19,7 +19,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install demo test dev clean system-deps llama-wheel
+.PHONY: install demo test docs dev clean system-deps llama-wheel
 
 install: $(STAMP)
 
@@ -50,6 +50,11 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The handbook (docs/, mkdocs.yml) into build/site/; --strict: a broken link, a missing page or an undocumented
+# config field fails. mkdocs and mkdocs-material are in requirements.lock, so `install` brings them.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 dev: install
 	mkdir -p .veritas/dagster

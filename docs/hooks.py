@@ -1,0 +1,386 @@
+"""mkdocs hooks: the reference pages that are generated from the code, so that they cannot drift from it.
+
+A page asks for a generated block with an HTML comment on a line of its own:
+
+- ``<!-- generated: cli -->``: every ``veritas`` command, from the argument parser that ``dagster_project.cli.main``
+  builds (its subcommand modules under ``dagster_project/commands/`` included);
+- ``<!-- generated: config -->``: every configuration key with its type, default and meaning, from the
+  configuration models (``PipelineResource`` and ``SourceSpec`` in ``dagster_project/config.py``, the web, LLM and
+  store resources, the ensemble member) and the loader in ``dagster_project/settings.py``. A field's meaning is
+  its comment in the source (the comment lines right above it and the comment at its end); a one-line comment of
+  at most 50 characters without a colon above a field is a section heading. A field without a comment falls back
+  to ``MEANINGS`` below; a field with neither is a warning, and ``mkdocs build --strict`` fails on it.
+
+``python docs/hooks.py cli|config`` prints a block without mkdocs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import inspect
+import io
+import logging
+import os
+import re
+import sys
+import textwrap
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+log = logging.getLogger("mkdocs.hooks.veritas")
+MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.MULTILINE)
+
+# Meanings of fields that carry no comment in the source: (class, field) -> text. A new field needs a comment
+# there or an entry here, else the strict build fails.
+MEANINGS = {
+    ("SourceSpec", "query"): "free-text query of `claims:search` (factcheck_api_live)",
+    ("SourceSpec", "max_age_days"): "`maxAgeDays` of `claims:search`: only reviews this recent (factcheck_api_live)",
+    ("SourceSpec", "language_code"): "`languageCode` of `claims:search` (factcheck_api_live)",
+    ("SourceSpec", "api_key_env"): "the NAME of the variable that holds the API key (factcheck_api_live)",
+    ("SourceSpec", "base_url"): "the `claims:search` endpoint (factcheck_api_live)",
+    ("SourceSpec", "page_size"): "results per page, followed with `pageToken` (factcheck_api_live)",
+    ("SourceSpec", "max_pages"): "pages fetched at most per query (factcheck_api_live)",
+    ("PipelineResource", "sources"): "set from the top-level `sources:` list, not under `stages:`",
+    ("PipelineResource", "publisher_registry"): "the fact-checker registry CSV that `trusted_reviews` matches against",
+    ("PipelineResource", "min_raw_chars"): "a fetched page shorter than this (characters of HTML) yields no article",
+    ("PipelineResource", "min_article_chars"): "an extracted article shorter than this is dropped (`article_too_short`)",
+    ("PipelineResource", "max_article_chars"): "an extracted article longer than this is dropped (`article_too_long`)",
+    ("PipelineResource", "max_appearances"): "original posts (or their archives) fetched at most per claim",
+    ("PipelineResource", "require_appearance"): "drop a claim none of whose appearances could be fetched",
+    ("PipelineResource", "max_candidate_media"): "media collected at most per claim before the model filter",
+    ("PipelineResource", "max_media"): "media kept at most per claim (videos first)",
+    ("PipelineResource", "max_words"): "words at most in a normalized claim",
+    ("PipelineResource", "max_sentences"): "sentences at most in a normalized claim",
+    ("PipelineResource", "near_duplicate_distance"): "perceptual-hash Hamming distance (bits) under which two media "
+                                                     "are near-duplicates",
+    ("PipelineResource", "min_ratings"): "valid ratings a required property needs, else `incomplete_ratings:<property>`",
+    ("PipelineResource", "max_rating_spread"): "largest spread of the decisive property's ratings, else "
+                                               "`rater_disagreement`",
+    ("PipelineResource", "release_size"): "claims in a release when the pool allows it",
+    ("PipelineResource", "media_share"): "largest share of the release's claims that have media",
+    ("PipelineResource", "text_duplicate_similarity"): "rapidfuzz token-set ratio at or above which two claim texts "
+                                                       "are near-duplicates (in a release and across releases)",
+    ("PipelineResource", "verifier_mode"): "`closed_book` (no evidence) or `retrieval` (questions, tools, the "
+                                           "offline knowledge store)",
+    ("PipelineResource", "verifier_questions"): "verification questions the retrieval verifier asks per claim",
+    ("PipelineResource", "verifier_tools"): "tools the question generator may name",
+    ("PipelineResource", "verifier_search_k"): "search results per tool call",
+    ("PipelineResource", "contamination_threshold"): "evidence-recall score at or above which a claim is flagged as "
+                                                     "reproduced from memory",
+    ("PipelineResource", "bootstrap_resamples"): "bootstrap resamples of the leaderboard's 95% intervals",
+    ("FallbackModel", "model"): "the fallback deployment's litellm model string",
+    ("FallbackModel", "api_base"): "its endpoint (empty: the provider's default)",
+    ("FallbackModel", "api_key_env"): "the NAME of the variable that holds its key",
+    ("EnsembleMember", "name"): "the member's name (ledger, cache key, `verifier_member`, `appearance_chooser`)",
+    ("EnsembleMember", "model"): "a litellm model string (`local/...` is the embedded llama.cpp server)",
+    ("EnsembleMember", "api_base"): "the endpoint (empty: the provider's default)",
+    ("EnsembleMember", "api_key_env"): "the NAME of the variable that holds the key, never the key",
+    ("EnsembleMember", "temperature"): "sampling temperature",
+    ("EnsembleMember", "seed"): "sampling seed, where the provider takes one",
+    ("EnsembleMember", "max_tokens"): "completion tokens at most per answer",
+    ("EnsembleMember", "vision"): "the member sees images (and video frames); else it rates from the text",
+    ("EnsembleMember", "input_cost_per_token"): "USD per prompt token; empty: litellm's bundled price map",
+    ("EnsembleMember", "output_cost_per_token"): "USD per completion token; empty: litellm's bundled price map",
+    ("LLMResource", "members"): "the ensemble ([member keys](#llm-members)); default: three members on the embedded "
+                                "SmolLM2-135M at temperatures 0, 0.6 and 0.9",
+    ("LLMResource", "cache_path"): "the SQLite answer cache (and raw outputs)",
+    ("LLMResource", "local_n_threads"): "CPU threads of the embedded llama.cpp server",
+    ("LLMResource", "num_retries"): "retries of a failed request by the member's litellm Router",
+    ("LLMResource", "timeout_s"): "seconds per request; keep it a little above the slowest real answer",
+    ("WebResource", "mode"): "`replay` (serve requests from WARC files, never open a socket) or `live`",
+    ("WebResource", "warc_paths"): "WARC files that replay (and re-use in live mode) read",
+    ("WebResource", "archive_dir"): "where live mode writes its WARC files",
+    ("WebResource", "user_agent"): "the crawler's User-Agent",
+    ("WebResource", "connect_timeout_s"): "connect timeout per attempt",
+    ("WebResource", "read_timeout_s"): "read timeout per attempt",
+    ("WebResource", "max_redirects"): "redirect hops followed at most (with loop detection)",
+    ("WebResource", "max_concurrency"): "requests in flight at most, all hosts together",
+    ("WebResource", "per_host_concurrency"): "parallel requests to one host when `per_host_delay_s` is 0",
+    ("WebResource", "per_host_delay_s"): "least time between the end of one exchange with a host and the next "
+                                         "request to it",
+    ("WebResource", "max_crawl_delay_s"): "cap on a robots.txt `Crawl-delay`",
+    ("WebResource", "max_retries"): "retries of 429, 5xx, timeouts and resets",
+    ("WebResource", "backoff_s"): "base of the exponential backoff with full jitter",
+    ("StoreResource", "bucket"): "s3: the bucket",
+    ("StoreResource", "region"): "s3: the region",
+    ("StoreResource", "secret_key_env"): "the NAME of the variable that holds the secret key",
+    ("PipelineResource", "evidence_tokens_embedded"): "evidence tokens at most for the embedded demo model",
+    ("StoreResource", "part_size"): "bytes per part of a multipart upload",
+}
+
+# The top-level keys of the config file (the loader refuses any other): what each holds and where it is described.
+TOP_LEVEL = {
+    "data_dir": "tables, quarantine, media, releases, WARC archive, LLM cache and Dagster home "
+                "(default `.veritas`, relative to the config file)",
+    "sources": "the ClaimReview sources, combinable: a list of [source](#sources) entries",
+    "web": "the [web resource](#web): live fetching or WARC replay",
+    "llm": "the [ensemble and its limits](#llm), members as [member entries](#llm-members)",
+    "store": "the [store](#store): a local folder (default) or an S3 bucket",
+    "stages": "the [stage parameters](#stages); defaults are the reference system's",
+    "executor": "where a run's steps execute: `{kind: in_process}` (default), `{kind: multiprocess, "
+                "max_concurrent: N}` or `{kind: celery, broker: redis://..., backend: ..., retries: ...}` "
+                "(`dagster_project/executors.py`; the backend defaults to the broker, the broker to "
+                "`$VERITAS_CELERY_BROKER` or `redis://127.0.0.1:6379/0`)",
+    "schedule": "the quarterly schedule: `{enabled: false, cron: \"0 3 8 1,4,7,10 *\"}` "
+                "(`dagster_project/schedules.py`)",
+    "pools": "Dagster concurrency pool limits, e.g. `{llm: 2, web: 4}`, set on the instance whenever the CLI opens it",
+}
+
+# (section anchor, heading, class path, how the section is written in the file)
+SECTIONS = [
+    ("sources", "sources: (each entry)", "dagster_project.config:SourceSpec", "sources:\n  - {kind: datafeed, path: ...}"),
+    ("web", "web:", "dagster_project.resources.web:WebResource", "web: {mode: replay, ...}"),
+    ("llm", "llm:", "dagster_project.resources.llm:LLMResource", "llm: {parallel_claims: 12, members: [...]}"),
+    ("llm-members", "llm: members: (each member)", "dagster_project.resources.llm:EnsembleMember",
+     "llm:\n  members:\n    - {name: gpt, model: openai/gpt-5.2, api_key_env: OPENAI_API_KEY}"),
+    ("llm-fallbacks", "llm: members: fallbacks: (each fallback)", "dagster_project.resources.llm:FallbackModel",
+     "fallbacks:\n  - {model: azure/gpt-5.2, api_base: https://example.openai.azure.com}"),
+    ("store", "store:", "dagster_project.resources.store:StoreResource", "store: {kind: s3, bucket: veritas-data}"),
+    ("stages", "stages:", "dagster_project.config:PipelineResource", "stages: {release_size: 1000}"),
+]
+LOADER_SECTION = {"web": "web", "llm": "llm", "store": "store"}  # section -> the loader's dict of that name
+
+
+# ---- the CLI ---------------------------------------------------------------------------------------------------
+
+class _Built(Exception):
+    """Raised from parse_args to hand back the parser ``main()`` built, before it runs anything."""
+
+
+def veritas_parser() -> argparse.ArgumentParser:
+    """The parser exactly as ``dagster_project.cli.main`` builds it (it stops at ``parse_args``)."""
+    cli = importlib.import_module("dagster_project.cli")
+    original = argparse.ArgumentParser.parse_args
+
+    def capture(self, *args, **kwargs):
+        raise _Built(self)
+
+    argparse.ArgumentParser.parse_args = capture
+    try:
+        cli.main([])
+    except _Built as built:
+        return built.args[0]
+    finally:
+        argparse.ArgumentParser.parse_args = original
+    raise RuntimeError("dagster_project.cli.main() returned without parsing its arguments")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                out.append((name, helps.get(name, ""), sub))
+    return out
+
+
+def _cell(text: str) -> str:
+    """One table cell: one line, pipes escaped, ``rst`` literals as Markdown, ``<`` escaped outside code spans."""
+    parts = " ".join(str(text).split()).replace("``", "`").replace("|", "\\|").split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;") for i, p in enumerate(parts))
+
+
+def _argument_rows(parser: argparse.ArgumentParser) -> list[str]:
+    rows = []
+    for a in parser._actions:
+        if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        name = ", ".join(f"`{s}`" for s in a.option_strings) or f"`{a.dest}`"
+        if a.option_strings and a.nargs != 0:
+            name += f" `{a.metavar or a.dest.upper()}`" + (" ..." if a.nargs in ("+", "*") else "")
+        notes = []
+        if a.required or not a.option_strings:
+            notes.append("required")
+        if a.choices:
+            notes.append("one of " + ", ".join(f"`{c}`" for c in a.choices))
+        if a.option_strings and a.nargs != 0 and a.default not in (None, argparse.SUPPRESS, [], ""):
+            notes.append(f"default `{a.default}`")
+        rows.append(f"| {name} | {_cell(a.help or '')} | {_cell('; '.join(notes))} |")
+    return rows
+
+
+def cli_markdown() -> str:
+    os.environ["COLUMNS"] = "100"  # stable usage lines
+    top = veritas_parser()
+    lines = [f"`veritas [--config FILE] COMMAND ...`: {_cell(top.description or '')}", "",
+             "The global `--config FILE` (default: `$VERITAS_CONFIG` or `veritas.yaml`) may also follow most "
+             "commands. Commands, in alphabetical order:", ""]
+    subs = sorted(_subcommands(top), key=lambda s: s[0])
+    lines += [f"- [`veritas {name}`](#veritas-{name}): {_cell(help_)}" for name, help_, _ in subs] + [""]
+
+    def emit(prefix: str, name: str, help_: str, parser: argparse.ArgumentParser, depth: int) -> None:
+        full = f"{prefix} {name}"
+        lines.extend([f"{'#' * depth} `{full}` {{#{full.replace(' ', '-')}}}", ""])
+        if help_:
+            lines.extend([_cell(help_), ""])
+        if parser.description and parser.description != help_:
+            lines.extend([_cell(parser.description), ""])
+        usage = parser.format_usage().strip().removeprefix("usage: ")
+        lines.extend(["```text", usage, "```", ""])
+        rows = _argument_rows(parser)
+        if rows:
+            lines.extend(["| argument | meaning | notes |", "|---|---|---|", *rows, ""])
+        for sub_name, sub_help, sub in sorted(_subcommands(parser), key=lambda s: s[0]):
+            emit(full, sub_name, sub_help, sub, depth + 1)
+
+    for name, help_, sub in subs:
+        emit("veritas", name, help_, sub, 2)
+    return "\n".join(lines)
+
+
+# ---- the configuration -----------------------------------------------------------------------------------------
+
+def _load(path: str):
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _comments(source: str) -> dict[int, str]:
+    """line number (1-based, in ``source``) -> the comment on it."""
+    out = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            out[tok.start[0]] = tok.string.lstrip("#").strip()
+    return out
+
+
+def _is_heading(block: list[str]) -> bool:
+    return len(block) == 1 and len(block[0]) <= 50 and ":" not in block[0]
+
+
+def _field_comments(cls) -> list[tuple[str, str, str]]:
+    """(field, heading or "", meaning from the source) for each public field, in source order."""
+    source = textwrap.dedent(inspect.getsource(cls))
+    lines = source.splitlines()
+    comments = _comments(source)
+    (node,) = ast.parse(source).body
+    out = []
+    for stmt in node.body:
+        if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
+            continue
+        name = stmt.target.id
+        if name.startswith("_"):
+            continue
+        block, n = [], stmt.lineno - 1
+        while n >= 1 and lines[n - 1].strip().startswith("#"):
+            block.insert(0, comments.get(n, ""))
+            n -= 1
+        trailing = [comments[i] for i in range(stmt.lineno, stmt.end_lineno + 1) if i in comments
+                    and not lines[i - 1].strip().startswith("#")]
+        trailing = [t for t in trailing if not t.startswith("noqa")]  # lint notes, not meanings
+        heading = ""
+        if _is_heading(block):
+            heading, block = block[0], []
+        out.append((name, heading, " ".join(block + [t for t in trailing if t])))
+    return out
+
+
+def _default(field) -> str:
+    from pydantic_core import PydanticUndefined
+
+    if field.default_factory is not None:
+        try:
+            value = field.default_factory()
+        except TypeError:
+            return "(computed)"
+        if value and hasattr(value[0], "model_dump"):
+            return ", ".join(f"`{{name: {v.name}, model: {v.model}}}`" for v in value)
+    elif field.default is PydanticUndefined:
+        return "required"
+    else:
+        value = field.default
+    text = repr(value) if not isinstance(value, str) else (value or '""')
+    if isinstance(value, str) and str(ROOT) in value:
+        text = value.replace(str(ROOT), "<repo>")
+    return f"`{text}`"
+
+
+def _type(field) -> str:
+    text = str(field.annotation).replace("typing.", "")
+    text = re.sub(r"<class '([\w.]+)'>", lambda m: m.group(1).rsplit(".", 1)[-1], text)
+    text = re.sub(r"\b(?:\w+\.)+([A-Z]\w+)", r"\1", text)
+    return f"`{text}`".replace("|", "\\|")
+
+
+def loader_defaults() -> dict[tuple[str, str], str]:
+    """(section, key) -> what ``settings.load_config`` sets when the file leaves the key out."""
+    settings = importlib.import_module("dagster_project.settings")
+    tree = ast.parse(inspect.getsource(settings))
+    out = {}
+    for call in ast.walk(tree):
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "setdefault"
+                and isinstance(call.func.value, ast.Name) and len(call.args) == 2
+                and isinstance(call.args[0], ast.Constant)):
+            expr = ast.unparse(call.args[1])
+            expr = re.sub(r"str\(data_dir / '([^']+)'\)", r"<data_dir>/\1", expr)
+            expr = re.sub(r"web\['(\w+)'\]", r"web.\1", expr)
+            out[(call.func.value.id, call.args[0].value)] = expr
+    return out
+
+
+def accepted_top_level() -> set[str]:
+    """The top-level keys ``settings.load_config`` accepts (the set it checks unknown keys against)."""
+    settings = importlib.import_module("dagster_project.settings")
+    for node in ast.walk(ast.parse(inspect.getsource(settings.load_config))):
+        if isinstance(node, ast.Set) and all(isinstance(e, ast.Constant) for e in node.elts) and len(node.elts) > 3:
+            return {e.value for e in node.elts}
+    raise RuntimeError("no set of accepted keys found in settings.load_config")
+
+
+def config_markdown() -> str:
+    accepted = accepted_top_level()
+    for key in sorted(accepted - set(TOP_LEVEL)):
+        log.warning(f"docs/hooks.py: the config key {key!r} is accepted by load_config but not described in TOP_LEVEL")
+    lines = ["| key | holds |", "|---|---|"]
+    lines += [f"| `{k}` | {TOP_LEVEL[k]} |" for k in TOP_LEVEL if k in accepted] + [""]
+    set_by_loader = loader_defaults()
+    described = set()
+    for anchor, heading, path, example in SECTIONS:
+        cls = _load(path)
+        lines += [f"## `{heading}` {{#{anchor}}}", "", f"From `{cls.__name__}` in `{cls.__module__.replace('.', '/')}.py`"
+                  + (f": {_cell(cls.__doc__.strip().splitlines()[0])}" if cls.__doc__ else "."), "",
+                  "```yaml", example, "```", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        fields = cls.model_fields
+        for name, heading_text, meaning in _field_comments(cls):
+            if name not in fields:
+                continue
+            described.add((cls.__name__, name))
+            meaning = meaning or MEANINGS.get((cls.__name__, name), "")
+            if not meaning:
+                log.warning(f"docs/hooks.py: {cls.__name__}.{name} has no comment in the source and no entry in MEANINGS")
+            default = _default(fields[name])
+            loader = set_by_loader.get((LOADER_SECTION.get(anchor, ""), name))
+            if loader:
+                default = f"`{loader}` (set by the loader)"
+            if heading_text:
+                lines.append(f"| **{_cell(heading_text)}** | | | |")
+            lines.append(f"| `{name}` | {_type(fields[name])} | {_cell(default)} | {_cell(meaning)} |")
+        lines.append("")
+    for key in sorted(set(MEANINGS) - described):
+        log.warning(f"docs/hooks.py: MEANINGS names {key[0]}.{key[1]}, which is no longer a field")
+    return "\n".join(lines)
+
+
+GENERATORS = {"cli": cli_markdown, "config": config_markdown}
+
+
+def on_page_markdown(markdown: str, page=None, config=None, files=None) -> str:
+    def replace(match: re.Match) -> str:
+        kind = match.group(1)
+        if kind not in GENERATORS:
+            log.warning(f"docs/hooks.py: unknown generated block {kind!r}")
+            return match.group(0)
+        return GENERATORS[kind]()
+
+    return MARKER.sub(replace, markdown)
+
+
+if __name__ == "__main__":
+    print(GENERATORS[sys.argv[1]]())
