@@ -7,7 +7,7 @@ from functools import cache
 from pathlib import Path
 
 import polars as pl
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from assets.common import (
     finish_stage,
@@ -231,7 +231,7 @@ def ask(
         parts = [{"type": "text", "text": messages[-1]["content"]}]
         parts += [image_part(jpeg) for jpeg in media_jpegs(list(media), media_store)]
         messages[-1] = {"role": "user", "content": parts}
-    return llm.complete_json(
+    answer = llm.complete_json(
         member,
         messages,
         json_schema(answer_model, max_string),
@@ -241,6 +241,12 @@ def ask(
         media_hashes=[m.medium_id for m in media],
         stage=stage,
     )
+    if answer.cache_hit and answer.parsed is not None:  # cached before a rule the answer model now holds (e.g. a
+        try:                                            # judgement with certainty "unknown"): a failure, never a 0
+            answer_model.model_validate(answer.parsed)
+        except ValidationError as err:
+            return answer.model_copy(update={"parsed": None, "error": f"invalid_output: cached answer: {str(err)[:300]}"})
+    return answer
 
 
 def ask_each(llm: LLMResource, members: list[str], fn) -> list:

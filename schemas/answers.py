@@ -4,7 +4,7 @@ import json
 from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 Category = Literal["positive", "negative", "unknown"]
 Certainty = Literal["certain", "rather certain", "rather uncertain", "unknown"]
@@ -29,6 +29,15 @@ class PropertyAnswer(Answer):
     certainty: Certainty
     justification: str = Field(max_length=600)
     tags: list[Annotated[str, StringConstraints(max_length=40)]] = Field(default=[], max_length=5)
+
+    @model_validator(mode="after")
+    def _certainty_of_a_judgement(self):
+        """A positive or negative judgement needs a certainty: "unknown" would score it 0 (the score of the unknown
+        category) and pull the mean toward Unknown unseen, so the answer is invalid and the model is re-asked."""
+        if self.category != "unknown" and self.certainty == "unknown":
+            raise ValueError(f"category {self.category!r} needs a certainty other than 'unknown' "
+                             f"(certain, rather certain or rather uncertain), or category 'unknown'")
+        return self
 
 
 class MediaRatingAnswer(Answer):

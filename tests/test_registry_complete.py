@@ -61,8 +61,8 @@ def _review(url: str, name: str = "") -> Review:
 ISSUE_14 = [
     ("https://www.altnews.in/englishclone/methodology-for-fact-checking/", "alt-news", True),
     ("https://factcheckhub.com/ifcn-pauses-acceptance-of-new-signatories/", "factcheckhub", True),
-    ("https://medicaldialogues.in/fact-check-methodology", "medical-dialogues", False),
-    ("https://health.medicaldialogues.in/fact-check-methodology", "medical-dialogues", False),
+    ("https://medicaldialogues.in/fact-check-methodology", "medical-dialogues", True),  # IFCN profile (issue 25)
+    ("https://health.medicaldialogues.in/fact-check-methodology", "medical-dialogues", True),
     ("https://theconversation.com/au/factcheck", "the-conversation-factcheck", False),
     ("https://www.reuters.com/fact-check/about/", "reuters-fact-check", True),
 ]

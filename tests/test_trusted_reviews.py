@@ -46,8 +46,9 @@ def _review(url: str, name: str = "", site: str = "") -> Review:
 
 def test_registry_loads(publishers):
     assert len(publishers) == 114
-    # 72 IFCN only + 28 IFCN and EFCSN; 13 listed without status, The Conversation FactCheck's IFCN status expired
-    assert sum(p.trusted for p in publishers) == 100
+    # 73 IFCN only (Medical Dialogues since issue 25) + 28 IFCN and EFCSN; 12 listed without status, The
+    # Conversation FactCheck's IFCN status expired
+    assert sum(p.trusted for p in publishers) == 101
     afp = next(p for p in publishers if p.publisher_id == "afp-fact-check")
     assert afp.domains == ["afp.com"] and "في ميزان فرانس برس" in afp.aliases and afp.trusted
     yoop = next(p for p in publishers if p.publisher_id == "yoop-yup")

@@ -50,6 +50,11 @@ def _phrase_pattern(phrases: set[str]) -> re.Pattern | None:
     return re.compile("(" + "|".join(alternatives) + ")", re.IGNORECASE)
 
 
+def base_language(language: str) -> str:
+    """The language of a BCP 47 tag without its region or script: "pt-BR", "es-419", "zh_Hant" -> "pt", "es", "zh"."""
+    return (language or "").replace("_", "-").split("-")[0].strip().casefold()
+
+
 class LeakVocabulary:
     """Words that leak a verdict, per language: the label scheme's lists (English for every language) merged with
     the textual ratings (ClaimReview alternateName) that the quarter's reviews use in that language."""
@@ -68,8 +73,13 @@ class LeakVocabulary:
         return cls(ratings)
 
     def words(self, language: str) -> set[str]:
+        """English's and the language's lists, the language looked up by its base ("pt-br" reads "pt"), and the
+        ratings of the quarter's reviews in any tag of that base language."""
         scheme = label_scheme()["verdict_words"]
-        return {w.casefold() for w in [*scheme.get("en", []), *scheme.get(language, [])]} | self.ratings.get(language, set())
+        base = base_language(language)
+        listed = [*scheme.get("en", []), *scheme.get((language or "").casefold(), []), *scheme.get(base, [])]
+        rated = set().union(*(w for lang, w in self.ratings.items() if base_language(lang) == base))
+        return {w.casefold() for w in listed} | rated
 
     def find(self, text: str, language: str, own: tuple[str, ...] = ()) -> str:
         """The first verdict word or phrase in ``text``: the language's vocabulary, then ``own`` (the claim's own

@@ -56,24 +56,42 @@ def certainty_score(category: str, certainty: str) -> float:
     return value if category == "positive" else -value
 
 
-def bin3(score: float) -> str:
-    """Compromised below -1/3, Intact above 1/3; the boundaries belong to the inner bin (Unknown)."""
+PUBLISHED_DECIMALS = 2  # the release rounds every score to 2 decimals (release._score)
+# A published score this close to a cut was on it before rounding (half the last published digit): scores are means
+# of thirds over n raters, multiples of 1/(6n), so any other score lies at least 1/(6n) from a cut, and more than the
+# rounding can move it (0.005) plus this tolerance for up to 16 raters. With 2 raters +-1/6 is published as +-0.17.
+PUBLISHED_TOLERANCE = 0.5 * 10 ** -PUBLISHED_DECIMALS
+
+
+def bin3(score: float, tolerance: float = EPS) -> str:
+    """Compromised below -1/3, Intact above 1/3; the boundaries belong to the inner bin (Unknown). A score within
+    ``tolerance`` of a cut is on it (EPS for exact scores; ``bin3_published`` for rounded, published ones)."""
     bins = label_scheme()["bins3"]
-    if score < _num(bins["compromised_below"]) - EPS:
+    if score < _num(bins["compromised_below"]) - tolerance:
         return "compromised"
-    return "intact" if score > _num(bins["intact_above"]) + EPS else "unknown"
+    return "intact" if score > _num(bins["intact_above"]) + tolerance else "unknown"
 
 
-def bin7(score: float) -> int:
-    """0..6; cuts at -5/6, -3/6, -1/6, 1/6, 3/6, 5/6, strict on the outer side."""
+def bin7(score: float, tolerance: float = EPS) -> int:
+    """0..6; cuts at -5/6, -3/6, -1/6, 1/6, 3/6, 5/6, strict on the outer side; within ``tolerance`` of a cut is on it."""
     cuts = [_num(c) for c in label_scheme()["bins7"]]
     for i, cut in enumerate(cuts[:3]):
-        if score < cut - EPS:
+        if score < cut - tolerance:
             return i
     for i, cut in enumerate(reversed(cuts[3:])):
-        if score > cut + EPS:
+        if score > cut + tolerance:
             return 6 - i
     return 3
+
+
+def bin3_published(score: float) -> str:
+    """The 3-bin of a score as the release publishes it (rounded): the rounding's tolerance at the cuts."""
+    return bin3(score, PUBLISHED_TOLERANCE + EPS)
+
+
+def bin7_published(score: float) -> int:
+    """The 7-bin of a published (rounded) score: 0.17 published for 1/6 is on the cut, as 1/6 is."""
+    return bin7(score, PUBLISHED_TOLERANCE + EPS)
 
 
 def to_rating(member: str, prop: str, answer: dict, medium_index: int = -1, raw: str = "") -> Rating:
@@ -151,8 +169,9 @@ def stops_at_media(worst_contextualization: PropertyVerdict | None) -> bool:
 
 
 def asks_coverage(veracity: PropertyVerdict | None) -> bool:
-    """Context coverage is only a question for a claim whose assertions lean true."""
-    return veracity is not None and veracity.score > 0
+    """Context coverage is only a question for a claim whose assertions lean true; a mean within EPS of 0 (the
+    float mean of 1, -1/3 and -2/3 is +1.85e-17) is 0, and does not lean either way."""
+    return veracity is not None and veracity.score > EPS
 
 
 def incomplete_property(n_media: int, verdicts: dict, min_ratings: int) -> str:

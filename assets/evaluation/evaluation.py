@@ -17,7 +17,7 @@ import polars as pl
 from assets.common import quarter_of_context, stage_asset
 from assets.evaluation.predictions import load_release
 from assets.release.recurring import recurring_ids
-from assets.claims.scored_claims import bin3, bin7
+from assets.claims.scored_claims import bin3, bin3_published, bin7, bin7_published
 from assets.evaluation.verifier_contamination import (
     check_claim,
     contamination_report,
@@ -35,6 +35,8 @@ PROPERTIES = ("integrity", "veracity", "context_coverage", "authenticity", "cont
 MODALITIES = ("text", "image", "video")
 LABELS3 = ("compromised", "unknown", "intact")
 # 3-bin accuracy uses the spec's convention: Intact only above 1/3, boundaries in the inner bin (not >= 0.33).
+# Gold scores are published rounded to 2 decimals (1/6 as 0.17): they are binned with the rounding's tolerance
+# (bin*_published), so a gold score on a cut stays on it; predictions are binned as given.
 
 
 def modality(claim: ReleaseClaim) -> str:
@@ -82,19 +84,35 @@ def metrics(rows: list[dict]) -> dict:
         "n": n,
         "mse": math.fsum((r["gold"] - r["pred"]) ** 2 for r in rows) / n,
         "mae": math.fsum(abs(r["gold"] - r["pred"]) for r in rows) / n,
-        "acc3": sum(bin3(r["gold"]) == bin3(r["pred"]) for r in rows) / n,
-        "acc7": sum(bin7(r["gold"]) == bin7(r["pred"]) for r in rows) / n,
+        "acc3": sum(bin3_published(r["gold"]) == bin3(r["pred"]) for r in rows) / n,
+        "acc7": sum(bin7_published(r["gold"]) == bin7(r["pred"]) for r in rows) / n,
     }
+
+
+def integrity_errors(gold: list[ReleaseClaim], predictions: list[Prediction]) -> list[float]:
+    """The squared integrity error of every gold claim, a missing prediction counted as 0 (the "don't know" score):
+    a system that skips the hard claims gains nothing on this MSE, as it does on the MSE of the answered ones."""
+    by_id = {p.claim_id: p for p in predictions}
+    out = []
+    for claim in gold:
+        pred = by_id.get(claim.id)
+        score = pred.integrity if pred is not None and pred.integrity is not None else 0.0
+        out.append((claim.integrity.score - score) ** 2)
+    return out
+
+
+def mse_of(errors: list[float]) -> float | None:
+    return math.fsum(errors) / len(errors) if errors else None
 
 
 def confusion(rows: list[dict], bins: int = 3) -> dict:
     """Gold (rows) x predicted (columns) counts in the 3-bin or 7-bin scheme."""
     labels = list(LABELS3) if bins == 3 else list(range(7))
     index = {label: i for i, label in enumerate(labels)}
-    binner = bin3 if bins == 3 else bin7
+    binner, gold_binner = (bin3, bin3_published) if bins == 3 else (bin7, bin7_published)
     matrix = [[0] * len(labels) for _ in labels]
     for r in rows:
-        matrix[index[binner(r["gold"])]][index[binner(r["pred"])]] += 1
+        matrix[index[gold_binner(r["gold"])]][index[binner(r["pred"])]] += 1
     return {"labels": labels, "matrix": matrix}
 
 
@@ -115,6 +133,7 @@ def evaluate(gold: list[ReleaseClaim], predictions: list[Prediction], quarter: s
         "claims": len(gold),
         "predicted": len(covered),
         "coverage": len(covered) / len(gold) if gold else 0.0,
+        "mse_missing_as_0": mse_of(integrity_errors(gold, predictions)),  # integrity, over every gold claim
         "gold_modalities": {k: sum(modality(c) == k for c in gold) for k in MODALITIES},
         **{axis: {k: metrics(v) for k, v in sorted(groups.items())} for axis, groups in sorted(grouped.items())},
         "modality_property": {mod: {p: metrics(v) for p, v in sorted(props.items())}
@@ -200,6 +219,7 @@ def _overall(rows: list[dict], data: dict) -> dict:
     integrity = grouped["property"].get("integrity", [])
     return {
         "claims": claims, "predicted": covered, "coverage": covered / claims if claims else 0.0,
+        "mse_missing_as_0": mse_of([e for g, p in data.values() for e in integrity_errors(g, p)]),
         **{axis: {k: metrics(v) for k, v in sorted(groups.items())} for axis, groups in sorted(grouped.items())},
         "confusion3": confusion(integrity, 3), "confusion7": confusion(integrity, 7),
     }
@@ -235,6 +255,11 @@ def text_table(full: dict) -> str:
     for row in report_table(full).iter_rows(named=True):
         lines.append(f"{row['quarter']:8} {row['axis']:9} {row['group'][:18]:18} {row['n']:>5} {fmt(row['mse']):>7} "
                      f"{fmt(row['mae']):>7} {fmt(row['acc3']):>7} {fmt(row['acc7']):>7}")
+    reports = [*full["quarters"].items(), *([("overall", full["overall"])] if "overall" in full else [])]
+    for name, report in reports:  # coverage, and the integrity MSE of the answered claims next to one over all claims
+        answered = (report.get("property") or {}).get("integrity", {}).get("mse")
+        lines.append(f"integrity {name}: coverage={fmt(report['coverage'])} ({report['predicted']}/{report['claims']} "
+                     f"claims) MSE answered={fmt(answered)} MSE missing as 0={fmt(report.get('mse_missing_as_0'))}")
     lon = full["longitudinal"]
     for side in ("before", "after"):
         m = lon[side]
@@ -467,6 +492,7 @@ def evaluation(
         "integrity_mse": integrity.get("mse") if integrity.get("mse") is not None else float("nan"),
         "integrity_acc3": integrity.get("acc3") if integrity.get("acc3") is not None else float("nan"),
         "coverage": first["coverage"],
+        "integrity_mse_missing_as_0": first["mse_missing_as_0"] if first["mse_missing_as_0"] is not None else float("nan"),
         "knowledge_cutoff": pipeline.knowledge_cutoff,
         "claims_recurring": len(recurring[quarter]),
         "contamination_flagged": len(contamination["models"].get(pipeline.verifier_member or llm.member_names()[0], {})

@@ -164,6 +164,8 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
     audit = report.get("shortcut_audit")
     if audit:
         parts.append(audit_markdown(audit).replace("## ", f"{heading} ", 1))
+    if note := vision_note(report):
+        parts.append(f"{heading} Media seen by the raters\n\n{note}")
     recurring = report.get("recurring")
     if recurring:
         parts.append(
@@ -174,6 +176,25 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
             + ". The evaluation's cut-off view and the leaderboard's clean window leave them out: a model may have seen "
             "them before its cut-off.")
     return "\n\n".join(parts)
+
+
+def blind_raters(report: dict) -> tuple[list[str], int]:
+    """The members of a release's ensemble that cannot see images (manifest ``models``, ``vision`` false) and the
+    number of released claims with media (``selection.media_claims``); a member recorded before ``vision`` was
+    counts as unknown, not as blind."""
+    blind = [m["name"] for m in report.get("models") or [] if m.get("vision") is False]
+    return blind, int((report.get("selection") or {}).get("media_claims") or 0)
+
+
+def vision_note(report: dict) -> str:
+    """One sentence when claims with media were rated by members that cannot see them, else ''."""
+    blind, media = blind_raters(report)
+    if not blind or not media:
+        return ""
+    members = report.get("models") or []
+    return (f"{media} of the released claims have media, and {len(blind)} of the {len(members)} ensemble members "
+            f"({', '.join(blind)}) cannot see images: they rated those media from the claim's text and the media's "
+            "alt text, caption and source only, so the media scores rest on the members that saw them, if any.")
 
 
 def integrity_summary(report: dict) -> list[str]:
@@ -234,7 +255,9 @@ def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str, sect
         f"|---|---|---|---|---|---|---|\n{rows}\n\n"
         "## Label scheme\n\nEvery score lies in [-1, 1]. `integrity` is the lowest of the claim's property scores "
         "(veracity, context coverage, media contextualization); `decisive_property` names it. "
-        f"`label` bins it:\n\n{labels}\n\nIntact and compromised claims are balanced in each quarter.\n\n"
+        f"`label` bins it:\n\n{labels}\n\nScores are published rounded to 2 decimals; a published score within "
+        "0.005 of a bin's cut (half the last digit) is on the cut, as before rounding (so 0.17, published for 1/6, "
+        "is on the 7-bin cut at 1/6), and cuts belong to the inner bin.\n\nIntact and compromised claims are balanced in each quarter.\n\n"
         + (f"{sections}\n\n" if sections else "")
         + f"## License\n\n[CC BY-NC 4.0]({LICENSE_URL}); the claims' texts and media belong to their publishers.\n"
     )

@@ -12,17 +12,16 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
-from rapidfuzz import process
 
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
 from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
-from assets.claims.scored_claims import EPS, bin3
+from assets.claims.scored_claims import EPS, PUBLISHED_DECIMALS, bin3
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
-from assets.release.card import integrity_summary, write_release_card
+from assets.release.card import integrity_summary, vision_note, write_release_card
 from assets.release.order import MAX_Z, order_problems, release_orders, release_seed, shuffled
-from assets.release.recurring import SCORER, earlier_quarters, match_recurring, release_fingerprints
+from assets.release.recurring import earlier_quarters, first_near_duplicate, match_recurring, release_fingerprints
 from dagster_project.config import PROJECT_ROOT, PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
@@ -69,7 +68,7 @@ def remove_near_duplicates(
         pair = {claim.claim_id, claim.variant_of}
         text = MEDIA_REF.sub("", claim.text).casefold()
         others = [t for k, t in zip(kept, texts) if k.claim_id not in pair]
-        twin = process.extractOne(text, others, scorer=SCORER, score_cutoff=similarity) is not None
+        twin = first_near_duplicate(text, others, similarity) is not None  # SCORER and the length guard
         reused = bool(claim.media) and all(owners(m) - pair for m in claim.media)
         if twin or reused:
             continue
@@ -185,7 +184,8 @@ def select_release(
     return chosen, report
 
 
-def _score(verdict, digits: int = 2) -> ReleaseScore | None:
+def _score(verdict, digits: int = PUBLISHED_DECIMALS) -> ReleaseScore | None:
+    """A verdict as published: its score rounded (bin*_published bins such a score with the rounding's tolerance)."""
     return None if verdict is None else ReleaseScore(score=round(verdict.score, digits), justification=verdict.justification)
 
 
@@ -212,7 +212,7 @@ def _number(chosen: list[ScoredClaim], media_numbers: dict[str, int]) -> tuple[l
             id=claim_number, text=text, date=claim.claim_date.isoformat() if claim.claim_date else None,
             language=claim.language, review_url=claim.review_url, media=media,
             veracity=_score(claim.veracity), context_coverage=_score(claim.context_coverage),
-            integrity=ReleaseIntegrity(score=round(claim.integrity.score, 2), decisive_property=claim.integrity.decisive_property),
+            integrity=ReleaseIntegrity(score=round(claim.integrity.score, PUBLISHED_DECIMALS), decisive_property=claim.integrity.decisive_property),
         ))
     return claims, sorted(files)
 
@@ -473,7 +473,8 @@ def release(
     chosen, release_claims, files, order = ordered_release(chosen)
     flags = [c.injection_flags for c in chosen]
     marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
-    audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(pool),
+    by_id = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency
+    audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(by_id),
                            seed=order["seed"] % 2**32)
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)
@@ -490,7 +491,8 @@ def release(
         "order": order,
         # each medium's perceptual hash, by release medium id: later quarters match their claims against this one's
         "media_phash": media_phashes(chosen, release_claims),
-        "reliability": {"scored": ensemble_alpha([c for c in claims if c.variant == "original"]),
+        "reliability": {"scored": ensemble_alpha(sorted((c for c in claims if c.variant == "original"),
+                                                        key=lambda c: c.claim_id)),
                         "released": ensemble_alpha(chosen)},
         "shortcut_audit": audit,
         "recurring": {"mode": pipeline.recurring, "count": len(marks), "share": round(len(marks) / max(len(chosen), 1), 4),
@@ -512,6 +514,8 @@ def release(
     counts = manifest["counts"]["claim_counts"]
     if counts["intact"] == 0 and counts["compromised"] == 0:
         context.log.warning(f"release {quarter}: no balanced pair available ({report['available']}); the split has no Intact/Compromised claims")
+    if note := vision_note(manifest):  # media claims rated by members that cannot see them
+        context.log.warning(f"release {quarter}: {note}")
     summary = integrity_summary(manifest)
     context.log.info(f"release {quarter}: " + "; ".join(summary))
     meta.update({

@@ -393,8 +393,10 @@ class LLMResource(dg.ConfigurableResource):
         return self.member(name).vision
 
     def model_set(self) -> list[dict]:
-        """The ensemble as recorded in release manifests: who rated, with which model and sampling."""
-        return [{"name": m.name, "model": m.model, "temperature": m.temperature, "seed": m.seed} for m in self.members]
+        """The ensemble as recorded in release manifests: who rated, with which model and sampling, and whether it saw
+        the images (``vision``: a member without it rates media from their alt text, caption and source only)."""
+        return [{"name": m.name, "model": m.model, "temperature": m.temperature, "seed": m.seed, "vision": m.vision}
+                for m in self.members]
 
     def local_server(self) -> LocalModelServer:
         """The one embedded llama.cpp server shared by every local member, started on first need."""
