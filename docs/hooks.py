@@ -11,7 +11,13 @@ A page asks for a generated block with an HTML comment on a line of its own:
   at most 50 characters without a colon above a field is a section heading. A field without a comment falls back
   to ``MEANINGS`` below; a field with neither is a warning, and ``mkdocs build --strict`` fails on it.
 
-``python docs/hooks.py cli|config`` prints a block without mkdocs.
+The screenshots in ``docs/img/`` are committed copies of what the tests render with headless Chromium
+(``SCREENSHOTS`` below: the asset graph, the yields dashboard, the leaderboard page). When a test run left fresh
+ones in ``build/test-artifacts/`` (or ``$VERITAS_TEST_ARTIFACTS``), ``on_post_build`` copies them over the site's
+copies, so a site built after ``make test`` (as CI does) shows what the tests just rendered.
+
+``python docs/hooks.py cli|config`` prints a block without mkdocs; ``python docs/hooks.py screenshots`` refreshes
+the committed copies in ``docs/img/`` from the artifacts.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import io
 import logging
 import os
 import re
+import shutil
 import sys
 import textwrap
 import tokenize
@@ -371,6 +378,52 @@ def config_markdown() -> str:
 GENERATORS = {"cli": cli_markdown, "config": config_markdown}
 
 
+# ---- the screenshots -------------------------------------------------------------------------------------------
+
+# the site's copy (under docs/) -> the test artifact (under the artifacts folder) and the test that renders it
+SCREENSHOTS = {
+    "img/asset-graph.png": ("asset-graph/asset-graph.png", "tests/test_screenshots.py::test_chromium_screenshots_the_asset_graph"),
+    "img/dashboard.png": ("dashboard/yields.png", "tests/test_dashboard.py::test_chromium_renders_the_page"),
+    "img/leaderboard.png": ("leaderboard/leaderboard.png",
+                            "tests/test_leaderboard.py::test_chromium_renders_and_rewindows_the_page"),
+}
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def artifacts_dir() -> Path:
+    """Where the tests keep their screenshots: ``$VERITAS_TEST_ARTIFACTS``, else ``build/test-artifacts``."""
+    return Path(os.environ.get("VERITAS_TEST_ARTIFACTS") or ROOT / "build" / "test-artifacts")
+
+
+def fresh_screenshots(artifacts: Path | None = None) -> dict[str, Path]:
+    """site path -> the artifact that replaces it, for each screenshot a test run left (a PNG, not empty)."""
+    artifacts = artifacts or artifacts_dir()
+    out = {}
+    for target, (source, _test) in SCREENSHOTS.items():
+        path = artifacts / source
+        if path.is_file() and path.read_bytes()[:8] == PNG:
+            out[target] = path
+    return out
+
+
+def copy_screenshots(into: Path, artifacts: Path | None = None) -> list[str]:
+    """Copy the fresh screenshots over ``into``/img/...; returns the site paths replaced."""
+    done = []
+    for target, path in fresh_screenshots(artifacts).items():
+        (into / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, into / target)
+        done.append(target)
+    return done
+
+
+def on_post_build(config=None, **kwargs) -> None:
+    site = Path(config["site_dir"]) if config is not None else ROOT / "build" / "site"
+    done = copy_screenshots(site)
+    missing = sorted(set(SCREENSHOTS) - set(done))
+    log.info(f"docs/hooks.py: screenshots from {artifacts_dir()}: {', '.join(done) or 'none'}"
+             + (f"; committed copies kept for {', '.join(missing)}" if missing else ""))
+
+
 def on_page_markdown(markdown: str, page=None, config=None, files=None) -> str:
     def replace(match: re.Match) -> str:
         kind = match.group(1)
@@ -383,4 +436,7 @@ def on_page_markdown(markdown: str, page=None, config=None, files=None) -> str:
 
 
 if __name__ == "__main__":
-    print(GENERATORS[sys.argv[1]]())
+    if sys.argv[1:] == ["screenshots"]:
+        print("\n".join(f"docs/{t}" for t in copy_screenshots(ROOT / "docs")) or "no screenshots in " + str(artifacts_dir()))
+    else:
+        print(GENERATORS[sys.argv[1]]())

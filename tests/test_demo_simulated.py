@@ -1,6 +1,8 @@
 """Issue 13: ``veritas demo`` ends with a simulated quarter (dagster_project/simulation) so that a new user sees a
 real-size release. Here the demo runs without its embedded-model quarters (they need the llama server: the
-pipeline tests cover them), at a smaller size than the demo's (120 reviews, release 40) to keep the test short."""
+pipeline tests cover them), at a smaller size than the demo's (120 reviews, release 40) to keep the test short.
+Issue 28: the demo ends on the simulated quarter's leaderboard (the registered systems and the simulated verifier
+scored there) and on the commands that open it, its yields dashboard and its Dagster UI; they run here."""
 
 import os
 
@@ -15,10 +17,15 @@ import socket  # noqa: E402
 from pathlib import Path  # noqa: E402
 from urllib.parse import urlsplit  # noqa: E402
 
+import shlex  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 from dagster_project import cli  # noqa: E402
+from dagster_project.config import PROJECT_ROOT  # noqa: E402
 from tests.conftest import write_demo_config  # noqa: E402
 
 
@@ -34,7 +41,8 @@ def demo_run(tmp_path_factory):
         mp.setattr(cli, "SIM_RELEASE", 40)
         rc = cli.demo(config)
     print(out.getvalue())
-    yield {"rc": rc, "out": out.getvalue(), "folder": folder, "config": config, "home_before": home}
+    yield {"rc": rc, "out": out.getvalue(), "folder": folder, "config": config, "home_before": home,
+           "cwd": Path.cwd()}  # the printed commands are relative to the directory the demo ran in
 
 
 def test_the_demo_shows_a_simulated_release_labelled_as_such(demo_run):
@@ -50,7 +58,9 @@ def test_the_demo_shows_a_simulated_release_labelled_as_such(demo_run):
     assert "format check: passed" in out and "'total': 40" in out
     assert "agreement with the planted truth: 3-bin accuracy 100.0%" in out
     assert "  evaluation (" in out
-    assert lines[-1].startswith("[veritas] demo finished") and "SIMULATED quarter 2025Q3" in lines[-1]
+    assert "shortcut audit (" in out  # the release's integrity summary, in one line
+    finished = next(line for line in lines if line.startswith("[veritas] demo finished"))
+    assert "SIMULATED quarter 2025Q3" in finished and lines.index(finished) == len(lines) - 5
     manifest = json.loads((Path(release) / "manifest.json").read_text())
     assert manifest["models"] and all(m["model"].startswith("openai/sim/") for m in manifest["models"])
 
@@ -91,3 +101,85 @@ def test_a_simulated_quarter_that_raises_fails_the_demo_and_says_why(tmp_path, m
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.endswith("quarter 2025Q3 (SIMULATED) failed in OSError: no space left on device")
 
+
+
+def _board_lines(out: str) -> tuple[str, dict[str, str]]:
+    """The demo's last four lines: the simulated quarter's leaderboard, and the commands that open its page, its
+    yields dashboard and its Dagster UI (each at the end of its line)."""
+    lines = out.strip().splitlines()
+    assert lines[-4].startswith("[veritas] leaderboard of the SIMULATED quarter 2025Q3: "), lines[-5:]
+    commands = {}
+    for line, (key, what) in zip(lines[-3:], cli.OPEN_LINES.items()):
+        assert line.startswith(f"[veritas] {what}: "), (line, what)
+        commands[key] = line.removeprefix(f"[veritas] {what}: ")
+    return lines[-4], commands
+
+
+def test_the_demo_ends_on_a_leaderboard_of_the_simulated_quarter(demo_run):
+    assert demo_run["rc"] == 0, demo_run["out"]
+    sim = demo_run["folder"] / "data" / "simulated"
+    # the leaderboard asset ran in the simulated quarter's own store and instance
+    report = json.loads((sim / "data" / "reports" / "leaderboard" / "leaderboard.json").read_text())
+    board = report["board"]
+    assert board["all_quarters"] == ["2025Q3"] and (sim / "data" / "reports" / "leaderboard" / "leaderboard.html").exists()
+    ranked = [s for s in board["systems"] if s["rank"]]
+    claims = sum(s["windows"]["all"]["n"] for s in ranked)
+    assert ranked and claims > 0 and all(s["windows"]["all"]["n"] > 0 for s in ranked)
+    assert [s["name"] for s in ranked] == [cli.SIM_SYSTEM]
+    # every registered system is on the board; what the demo cannot predict stays unscored, never filled in
+    registered = {p.stem for p in (PROJECT_ROOT / "systems").glob("*.yaml")}
+    assert registered and {s["name"] for s in board["systems"]} == registered | {cli.SIM_SYSTEM}
+    for s in board["systems"]:
+        if s["name"] in registered:
+            assert s["rank"] is None and s["windows"]["all"]["n"] == 0 and s["quarters"]["2025Q3"]["predicted"] == 0
+    cfg = yaml.safe_load((sim / "veritas.yaml").read_text())
+    assert cfg["stages"]["systems_dir"] == str(sim / "systems")
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(sim / "dagster")) as instance:
+        assert instance.get_latest_materialization_event(dg.AssetKey("leaderboard")) is not None
+    line, _ = _board_lines(demo_run["out"])
+    assert f"{len(ranked)} of {len(board['systems'])} systems ranked over {claims} claims: 1. {cli.SIM_SYSTEM} MSE " in line
+    for name in sorted(registered):
+        assert f"{name} (needs ensemble member smollm2-t0, which the simulated quarter's sim/... ensemble does not have)" in line
+
+
+def _run(command: str, cwd: Path, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "VERITAS_CONFIG")}
+    return subprocess.run(["bash", "-ec", command], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**clean, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true", **env})
+
+
+def test_the_printed_commands_open_the_leaderboard_and_the_dashboard(demo_run):
+    assert demo_run["rc"] == 0, demo_run["out"]
+    sim = demo_run["folder"] / "data" / "simulated"
+    _, commands = _board_lines(demo_run["out"])
+    board_cmd, yields_cmd, ui_cmd = commands["leaderboard"], commands["yields"], commands["ui"]
+    assert " leaderboard --html " in board_cmd and " yields --quarter 2025Q3 --html " in yields_cmd
+    # the leaderboard and the yields dashboard: offline, from the simulated folder alone (no DAGSTER_HOME, no key)
+    board = _run(board_cmd, demo_run["cwd"])
+    assert board.returncode == 0, board.stdout + board.stderr
+    assert cli.SIM_SYSTEM in board.stdout and "smollm2-closed-book" in board.stdout
+    page = Path(shlex.split(board_cmd)[-1])
+    page = page if page.is_absolute() else demo_run["cwd"] / page
+    assert page.is_relative_to(sim) and cli.SIM_SYSTEM in page.read_text()
+    yields = _run(yields_cmd, demo_run["cwd"])
+    assert yields.returncode == 0, yields.stdout + yields.stderr
+    assert "Stage yields for 2025Q3" in yields.stdout and "[veritas] dashboard: " in yields.stdout
+    dashboard = Path(shlex.split(yields_cmd)[-1])
+    dashboard = dashboard if dashboard.is_absolute() else demo_run["cwd"] / dashboard
+    assert dashboard.is_relative_to(sim) and "2025Q3" in dashboard.read_text()
+    # the Dagster UI: the command's instance and config load the definitions and hold the demo's runs
+    words = shlex.split(ui_cmd)
+    env = dict(w.split("=", 1) for w in words[:2])
+    assert set(env) == {"DAGSTER_HOME", "VERITAS_CONFIG"} and words[3:5] == ["dev", "-w"]
+    assert Path(words[2]).name == "dagster" and (demo_run["cwd"] / words[2]).exists()
+    assert (demo_run["cwd"] / words[5]).resolve() == PROJECT_ROOT / "workspace.yaml"
+    probe = ("import dagster as dg; from dagster_project.definitions import defs; "
+             "assert defs.resolve_asset_graph().has(dg.AssetKey('leaderboard')); "
+             "i = dg.DagsterInstance.get(); "
+             "assert i.get_latest_materialization_event(dg.AssetKey('leaderboard')) is not None; "
+             "assert i.get_latest_materialization_event(dg.AssetKey('release')) is not None; print('ok')")
+    ui = _run(f"{shlex.quote(sys.executable)} -c {shlex.quote(probe)}", PROJECT_ROOT,
+              **{k: str((demo_run['cwd'] / v).resolve()) for k, v in env.items()})
+    assert ui.returncode == 0 and ui.stdout.strip().endswith("ok"), ui.stdout + ui.stderr

@@ -90,7 +90,7 @@ def test_the_site_builds_strictly(tmp_path):
     assert "veritas backfill" in cli and "--retry" in cli  # generated from the parser
     config = (site / "reference" / "configuration" / "index.html").read_text()
     assert "release_size" in config and "parallel_claims" in config and "endpoint_url" in config
-    assert (site / "evaluation_example.png").exists() and (site / "leaderboard.png").exists()
+    assert (site / "evaluation_example.png").exists() and (site / "img" / "leaderboard.png").exists()
 
 
 def test_the_readme_is_short_and_its_links_resolve():
