@@ -73,13 +73,16 @@ def test_images_go_as_data_urls_and_videos_as_their_frames(stub, tmp_path):
 
 def test_max_parallel_caps_requests_in_flight(tmp_path, monkeypatch):
     monkeypatch.setenv("MEDIA_STUB_KEY", "sk-test")
-    lock, state = threading.Lock(), {"now": 0, "max": 0}
+    lock, state = threading.Condition(), {"now": 0, "max": 0}
 
     def slow(mode, body):
         with lock:
             state["now"] += 1
             state["max"] = max(state["max"], state["now"])
-        time.sleep(0.05)  # long enough for the callers to pile up
+            lock.notify_all()
+            # wait (not a fixed 50 ms) for a second caller, so that a loaded machine still fills both slots
+            lock.wait_for(lambda: state["now"] >= 2, timeout=5)
+        time.sleep(0.2)  # long enough for any caller beyond the cap to pile up
         with lock:
             state["now"] -= 1
         return 200, ANSWER

@@ -73,10 +73,19 @@ def test_fixture_is_real_averitec_dev_shape():
 
 
 def test_synonym_flag_matches_load_wordnet():
+    """The flag is checked against what the scorer does: "auto" matches "car" exactly when synonyms are on
+    (one chunk of three), and not otherwise (2 of 3 words in two chunks)."""
+    assert isinstance(WORDNET_ON, bool)
+    expected = (1 - 0.5 / 27) if WORDNET_ON else (1 / 3)
+    assert es.meteor("the auto crashed", "the car crashed") == pytest.approx(expected)
     assert es.meteor.synonyms is WORDNET_ON
-    res = es.evidence_recall(["a b c"], ["a b c"])
+    res = es.evidence_recall(["the auto crashed"], ["the car crashed"])
     assert res["scorer"] == "meteor" and res["synonyms"] is WORDNET_ON
+    assert res["recall"] == pytest.approx(expected)
     assert es.averitec_score(self_items()[:1])["synonyms"] is WORDNET_ON
+    # and the flag follows the databases present, not just the loader: Debian's wordnet-base turns it on
+    if Path("/usr/share/wordnet/data.noun").exists():
+        assert WORDNET_ON is True
 
 
 def test_load_wordnet_returns_none_without_database(tmp_path):
@@ -123,8 +132,15 @@ def test_synonym_matching_with_a_wordnet_database(tmp_path, monkeypatch):
     res = es.evidence_recall(["the auto crashed"], ["the car crashed"], on)
     assert res["synonyms"] is True and res["recall"] == pytest.approx(1 - 0.5 / 27)
     # The environment variable points the default search at a folder.
+    # The environment variable points the default search at a folder: the reader found is the tiny database
+    # (it knows "car" and "auto" and nothing else), not a system WordNet that happens to be installed.
     monkeypatch.setenv("VERITAS_WORDNET_DIR", str(tmp_path))
-    assert es.load_wordnet() is not None
+    monkeypatch.delenv("WNSEARCHDIR", raising=False)
+    found = es.load_wordnet()
+    assert found is not None
+    assert sorted(found.synsets("car")[0].lemma_names()) == ["auto", "car"]
+    assert found.synsets("dog") == [] and found.synsets("house") == []
+    assert sorted(found.all_lemma_names("n")) == ["auto", "car"]
 
 
 def test_debian_layout_without_lexnames_is_read(tmp_path):

@@ -107,9 +107,13 @@ def test_an_answer_to_a_client_that_hung_up_is_abandoned_not_served():
                 return conn.recv(65536) if wait else b""  # not waiting: the client hangs up at once
 
         post(wait=False)
-        time.sleep(1.0)  # the panel makes its answer (0.3 s) and finds no one to give it to
+        # the panel makes its answer (0.3 s) and finds no one to give it to; waited for, not timed, so a loaded
+        # machine cannot read the counters before the panel got there
+        deadline = time.monotonic() + 30
+        while server.panel.counters()["abandoned"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert server.panel.counters()["abandoned"] == 1 and server.panel.counters()["served"] == 0
         assert post(wait=True).startswith(b"HTTP/1.1 200")
         counters = server.panel.counters()
         assert counters["served"] == 1 and counters["abandoned"] == 1 and counters["answered_twice"] == 0
-        assert 0.6 <= counters["in_flight_s"] < 1.6  # two requests of 0.3 s each: the bench's mean in flight
+        assert 0.6 <= counters["in_flight_s"] < 6.0  # two requests of 0.3 s each (at least), on a possibly loaded machine

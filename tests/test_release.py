@@ -92,7 +92,12 @@ def test_selection_respects_size_and_near_duplicates(pool):
     chosen, report = select_release(claims + [twin], size=4, media_share=0.8, similarity=92)
     assert report["near_duplicates"] == 1
     labels = [c.integrity.label for c in chosen]
-    assert len(chosen) <= 4 and labels.count("intact") == labels.count("compromised")
+    # exactly the requested size, balanced 2/2 with no room for Unknown; an empty selection fails here
+    assert len(chosen) == 4 == report["release_size"] == report["feasible_size"]
+    assert labels.count("intact") == labels.count("compromised") == 2 and labels.count("unknown") == 0
+    assert report["selected"] == {"intact": 2, "compromised": 2, "unknown": 0}
+    ids = [c.claim_id for c in chosen]
+    assert len(set(ids)) == 4 and not {"c2-o", "c2b-o"} <= set(ids)
 
 
 def test_no_balance_is_never_faked():

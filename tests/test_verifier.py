@@ -83,9 +83,11 @@ def test_demo_warc_store_dates_and_guard(knowledge):
         ("2026-06-01", "capture")
     # PolitiFact's 5G article is dated 2020-04-07: a claim from 2020-04-05 may not see it, one from 2020-04-10 may.
     early, rejected = knowledge.text_search("video China 5G poles tearing down", "2020-04-05", k=10)
+    assert early and all(h.published for h in early)  # something admissible was found, and every hit is dated
     assert all(h.published <= "2020-04-05" for h in early) and rejected == {"after_claim_date": 73}
     assert "politifact.com" not in " ".join(h.url for h in early)
     late, _ = knowledge.text_search("video China 5G poles tearing down", "2020-04-10", k=10)
+    assert late and all(h.published and h.published <= "2020-04-10" for h in late)
     assert any("politifact.com" in h.url for h in late)
     # Reverse image search over perceptual hashes: the archived copy is found only from its capture date on.
     data = warc_body(HONJO_IMAGE)
@@ -194,8 +196,10 @@ def test_question_strategies(stub, tmp_path, knowledge, strategy, expected):
     assert plans_asked(stub, before) == expected
     assert len(qa) == 4 and len({q.question for q in qa}) == 4
     assert rejected == 292  # the PolitiFact article and other later pages were withheld
+    assert sum(len(item.published) for item in qa) > 0  # the guard is checked on real evidence, not on none
     for item in qa:
         assert item.tool == "text_search"
+        assert item.published and len(item.published) == len(item.urls)
         assert all(d and d <= "2020-04-05" for d in item.published)
         assert TEXT_CLAIM.review_url not in item.urls
     # The few-shot examples reached the prompt.
@@ -214,7 +218,8 @@ def test_a_backend_that_ignores_dates_is_caught(stub, tmp_path):
     before = len(stub.requests)
     qa, rejected = verifier.questions_and_answers(TEXT_CLAIM)
     assert rejected == 2 and [q.answer for q in qa] == [NO_ANSWER, NO_ANSWER] and all(not q.urls for q in qa)
-    # No answer prompt was sent: the later-dated text never reached the model.
+    # No answer prompt was sent: the later-dated text never reached the model (whose planning requests were sent).
+    assert len(stub.requests) > before
     assert all("The fact-check says false" not in json.dumps(b) for _, b in stub.requests[before:])
 
 
