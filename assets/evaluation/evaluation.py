@@ -84,9 +84,19 @@ def metrics(rows: list[dict]) -> dict:
         "n": n,
         "mse": math.fsum((r["gold"] - r["pred"]) ** 2 for r in rows) / n,
         "mae": math.fsum(abs(r["gold"] - r["pred"]) for r in rows) / n,
-        "acc3": sum(bin3_published(r["gold"]) == bin3(r["pred"]) for r in rows) / n,
-        "acc7": sum(bin7_published(r["gold"]) == bin7(r["pred"]) for r in rows) / n,
+        "acc3": sum(map(hit3, rows)) / n,
+        "acc7": sum(map(hit7, rows)) / n,
     }
+
+
+def hit3(row: dict) -> bool:
+    """Whether a (gold, pred) row's prediction is in the gold's 3-bin class; gold is binned as published (rounded)."""
+    return bin3_published(row["gold"]) == bin3(row["pred"])
+
+
+def hit7(row: dict) -> bool:
+    """``hit3`` in the 7-bin scheme."""
+    return bin7_published(row["gold"]) == bin7(row["pred"])
 
 
 def integrity_errors(gold: list[ReleaseClaim], predictions: list[Prediction]) -> list[float]:

@@ -21,9 +21,10 @@ import polars as pl
 import yaml
 from pydantic import BaseModel, field_validator, model_validator
 
-from assets.claims.scored_claims import bin3, bin3_published, bin7, bin7_published
 from assets.evaluation.evaluation import (
     cutoff_position,
+    hit3,
+    hit7,
     load_predictions,
     metrics,
     pairs,
@@ -225,8 +226,8 @@ def bootstrap_ci(rows: list[dict], confidence: float = CONFIDENCE, resamples: in
     pred = np.array([r["pred"] for r in rows], dtype=float)
     per_claim = {
         "mse": (gold - pred) ** 2, "mae": np.abs(gold - pred),
-        "acc3": np.array([bin3_published(r["gold"]) == bin3(r["pred"]) for r in rows], dtype=float),
-        "acc7": np.array([bin7_published(r["gold"]) == bin7(r["pred"]) for r in rows], dtype=float),
+        "acc3": np.array([hit3(r) for r in rows], dtype=float),
+        "acc7": np.array([hit7(r) for r in rows], dtype=float),
     }
     out = {}
     for name, values in per_claim.items():
@@ -246,9 +247,7 @@ def _sums(rows: list[dict]) -> dict:
     """The additive parts of the metrics, so the page can pool any window of quarters without the claims."""
     return {"n": len(rows), "se": math.fsum((r["gold"] - r["pred"]) ** 2 for r in rows),
             "ae": math.fsum(abs(r["gold"] - r["pred"]) for r in rows),
-            # gold is published rounded: binned with the rounding's tolerance, as the evaluation does
-            "hit3": sum(bin3_published(r["gold"]) == bin3(r["pred"]) for r in rows),
-            "hit7": sum(bin7_published(r["gold"]) == bin7(r["pred"]) for r in rows)}
+            "hit3": sum(map(hit3, rows)), "hit7": sum(map(hit7, rows))}
 
 
 def _grouped(rows: list[dict], with_ci: bool, resamples: int) -> dict:

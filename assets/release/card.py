@@ -280,7 +280,8 @@ def write_release_card(folder: Path, quarter: str, version: str = "", integrity:
                                                 integrity_markdown(integrity or {})))
 
 
-def _manifest(folder: Path) -> dict:
+def read_manifest(folder: Path) -> dict:
+    """A release folder's manifest.json; {} when it is missing or unreadable (a release made before it existed)."""
     try:
         return json.loads((folder / "manifest.json").read_text())
     except (OSError, ValueError):
@@ -303,6 +304,6 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
             (target / "README.md").unlink()
     info = {q: _quarter_info(out / q) for q in releases}
     sections = "\n\n".join(f"## {q}\n\n{text}" for q in sorted(releases)
-                             if (text := integrity_markdown(_manifest(out / q), "###")))
+                             if (text := integrity_markdown(read_manifest(out / q), "###")))
     (out / "README.md").write_text(card_text(info, {q: f"{q}/claims.parquet" for q in releases}, "VeriTaS", sections))
     return out

@@ -19,7 +19,7 @@ from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.scored_claims import EPS, PUBLISHED_DECIMALS, bin3
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
-from assets.release.card import integrity_summary, vision_note, write_release_card
+from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card
 from assets.release.order import MAX_Z, order_problems, release_orders, release_seed, shuffled
 from assets.release.recurring import earlier_quarters, first_near_duplicate, match_recurring, release_fingerprints
 from dagster_project.config import PROJECT_ROOT, PipelineResource
@@ -397,9 +397,10 @@ def validate_release(folder: Path, release_size: int | None = None, media_share:
         counts["nei" if label == "unknown" else label] += 1
     if counts["intact"] != counts["compromised"]:
         problems.append(f"unbalanced: {counts['intact']} intact vs {counts['compromised']} compromised")
-    problems += size_problems(folder, claims, release_size, media_share)
+    manifest = read_manifest(folder)
+    problems += size_problems(manifest.get("selection") or {}, claims, release_size, media_share)
     problems += order_problems(release_orders(claims, bin3))
-    problems += [f"shortcut audit: {p}" for p in (_manifest(folder).get("shortcut_audit") or {}).get("problems", [])]
+    problems += [f"shortcut audit: {p}" for p in (manifest.get("shortcut_audit") or {}).get("problems", [])]
     expected = {**counts, "total": len(claims)}
     if meta.get("claim_counts") != expected:
         problems.append(f"meta claim_counts {meta.get('claim_counts')} != {expected}")
@@ -409,17 +410,9 @@ def validate_release(folder: Path, release_size: int | None = None, media_share:
     return problems
 
 
-def _manifest(folder: Path) -> dict:
-    try:
-        return json.loads((folder / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def size_problems(folder: Path, claims: list[dict], release_size: int | None, media_share: float | None) -> list[str]:
-    """More media claims than media_share allows; fewer (or more) claims than release_size where the selection
-    found that many possible."""
-    selection = _manifest(folder).get("selection") or {}
+def size_problems(selection: dict, claims: list[dict], release_size: int | None, media_share: float | None) -> list[str]:
+    """More media claims than media_share allows; fewer (or more) claims than release_size where the selection (the
+    manifest's report) found that many possible."""
     release_size = selection.get("release_size") if release_size is None else release_size
     media_share = selection.get("media_share") if media_share is None else media_share
     problems = []
