@@ -242,10 +242,14 @@ def test_sigterm_on_the_command_cancels_the_backfill_and_stops_the_remaining_qua
     # cancelled unstarted
     succeeded, failed = runs.get("SUCCESS", set()), runs.get("FAILURE", set())
     assert set(runs) <= {"SUCCESS", "FAILURE", "CANCELED"} and succeeded <= done <= succeeded | failed, runs
-    # the run that was under way when the signal came is the one stopped, within 10 s of it
-    assert [r.dagster_run.run_id for r in stopped] == [in_flight[0].run_id], [r.dagster_run.status for r in stopped]
-    assert all(r.end_time - sent < 10 for r in stopped), [r.end_time - sent for r in stopped]
-    assert set(quarters_of_run(in_flight[0])) <= failed and not set(quarters_of_run(in_flight[0])) & succeeded
+    # at most one run is stopped, within 10 s of the signal: the one under way, unless it finished its last step as
+    # the signal came (seen in CI: then it succeeded and the next one, if any, was the one stopped)
+    assert len(stopped) <= 1 and all(r.end_time - sent < 10 for r in stopped), [r.end_time - sent for r in stopped]
+    flight = set(quarters_of_run(in_flight[0]))
+    if [r.dagster_run.run_id for r in stopped] == [in_flight[0].run_id]:
+        assert flight <= failed and not flight & succeeded, runs
+    else:
+        assert flight <= succeeded, runs
     assert set().union(*runs.values()) == set(quarter_labels())
 
 
