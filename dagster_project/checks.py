@@ -99,7 +99,8 @@ def scored_claims_quality(context: dg.AssetCheckExecutionContext, store: StoreRe
 
 @dg.asset_check(asset="release", blocking=True,
                 description="The published split passes the VeriTaS-format check, holds exactly release_size claims "
-                            "when the pool allows it and no more media claims than media_share; no label can be read "
+                            "(fewer only when the pool allows no more and allow_short_release is set) and no more "
+                            "media claims than media_share, and names the code version that built it; no label can be read "
                             "from the order of claims.json, the claim ids or the media ids, and its shortcut audit "
                             "found no position, id or selection shortcut.")
 def release_format(
@@ -109,7 +110,7 @@ def release_format(
     folder = store.latest_release(quarter)
     if folder is None:
         return dg.AssetCheckResult(passed=False, metadata={"problem": f"no release for {quarter}"})
-    problems = validate_release(folder, pipeline.release_size, pipeline.media_share)
+    problems = validate_release(folder, pipeline.release_size, pipeline.media_share, pipeline.allow_short_release)
     return dg.AssetCheckResult(passed=not problems, metadata={
         "path": str(folder), "release_size": pipeline.release_size, "media_share": pipeline.media_share,
         "problems": dg.MetadataValue.json(problems[:50])})

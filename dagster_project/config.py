@@ -32,6 +32,10 @@ class PipelineResource(dg.ConfigurableResource):
     # stages 1-2 take this many quarters per run of a backfill (Dagster's BackfillPolicy): a quarter costs them well
     # under a second, a run about as much again; 1 gives every quarter a run of its own
     quarters_per_run: int = 8
+    # a record that raises is dropped as error:<Type> while a stage's errors stay within the larger of this share of
+    # its records and error_budget_min; past that the stage fails, naming the error, a record and its traceback
+    error_budget_share: float = 0.02
+    error_budget_min: int = 5  # the error budget's floor, in records (see error_budget_share)
     # stage 3
     min_raw_chars: int = 2000
     min_article_chars: int = 1000
@@ -63,6 +67,10 @@ class PipelineResource(dg.ConfigurableResource):
     evidence_tokens_embedded: int = 750
     # release
     release_size: int = 1000
+    # a pool too small for release_size fails the release gate; true publishes the smaller split, and its card says so
+    allow_short_release: bool = False
+    # a demo configuration (the bundled snapshot): its releases are marked demo and may carry code_version unknown
+    demo: bool = False
     media_share: float = 0.8
     text_duplicate_similarity: float = 92.0
     # flag: claims that recur from an earlier release are marked (manifest, claims.parquet) and left out of the

@@ -6,7 +6,7 @@ import pytest
 from assets.claims.scored_claims import score_all
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import BudgetExceeded, EnsembleMember, LLMResource
-from schemas.records import NormalizedClaim
+from schemas.records import Article, NormalizedClaim
 from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.ops_support import rating, rating_reply
 from tests.test_llm import CALL, MESSAGES
@@ -62,15 +62,20 @@ def _claims(n):
             for i in range(n)]
 
 
+def _articles(n):
+    return {f"r{i}": Article(review_id=f"r{i}", review_url=f"https://x/{i}", final_url=f"https://x/{i}", raw_chars=3000,
+                             text=f"Claim number {i} was checked and found accurate. " * 20) for i in range(n)}
+
+
 def test_stage_6_stops_on_the_budget_then_resumes_from_the_cache(stub, tmp_path):
     pipeline = PipelineResource(min_ratings=1)
     llm = _llm(stub, tmp_path, budget=3 * PER_CALL - 1e-6)
     # each claim: veracity (positive) then context coverage: 2 calls; the budget allows 3, so claim 2 stops the stage
     with pytest.raises(BudgetExceeded, match="LLM budget reached"):
-        score_all(_claims(3), {}, llm, pipeline, None)
+        score_all(_claims(3), _articles(3), llm, pipeline, None)
     assert stub.count("ok") == 3
     resumed = _llm(stub, tmp_path, budget=None)  # the budget raised (here: lifted) and the stage run again
-    out, stats = score_all(_claims(3), {}, resumed, pipeline, None)
+    out, stats = score_all(_claims(3), _articles(3), resumed, pipeline, None)
     assert len(out) == 3 and dict(stats.drops) == {}
     summary = resumed.ledger_summary(stage="scored_claims")
     assert (summary["calls"], summary["cache_hits"], summary["model_calls"]) == (3 + 6, 3, 3 + 3)

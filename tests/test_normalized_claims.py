@@ -46,6 +46,33 @@ def test_lengths_ignore_media_references():
     assert count_sentences("Is it true? Yes. No.") == 3
 
 
+# India Today's explanation in the IFCN CoronaVirusFacts sample (tests/fixtures/ifcn_excerpt.csv's source): two
+# sentences, though "U.S." ends in a full stop
+LIEBER = ("Dr Charles Lieber was arrested by U.S. authorities for concealing Chinese funding. This arrest has no "
+          "connection to the coronavirus.")
+
+
+@pytest.mark.parametrize("text,language,sentences,words", [
+    (LIEBER, "en", 2, 20),
+    ("M. Macron a dit cela en 2020. Ce n'est pas vrai.", "fr-FR", 2, 11),  # French Punkt: "M." is no sentence
+    # Hindi ends sentences with the danda, not a full stop
+    ("प्रधानमंत्री ने कहा कि यह वीडियो पुराना है। यह 2019 का है। तीसरा वाक्य।", "hi", 3, 14),
+    # Chinese and Japanese: no space after a full stop, none between words (a word per 1.5 characters)
+    ("这段视频是旧的。它拍摄于2019年。第三句话！", "zh", 3, 12),
+    ("この写真は2019年に撮影されたものです。", "ja", 1, 12),
+    ("<image:0> 這段影片顯示台北的抗議。", "zh-TW", 1, 8),
+])
+def test_length_limits_hold_in_every_script(text, language, sentences, words):
+    assert (count_sentences(text, language), count_words(text)) == (sentences, words)
+
+
+def test_unspaced_claims_are_held_to_the_word_limit():
+    long_chinese = "网传视频显示" * 20  # 120 characters, about 80 words: one "word" to a whitespace split
+    assert check_claim_text(long_chinese, [], "zh", PIPELINE) == "too_many_words"
+    assert check_claim_text("网传视频显示" * 10, [], "zh", PIPELINE) == ""  # 60 characters, 40 words
+    assert check_claim_text(LIEBER, [], "en", PIPELINE) == ""  # "U.S." no longer makes it three sentences
+
+
 def test_check_claim_text():
     media = [medium("a"), medium("b", kind="video")]
     assert check_claim_text(f"<image:0> <video:1> {AFP_CLAIM}", media, "de", PIPELINE) == ""

@@ -113,12 +113,14 @@ def test_disagreement_and_missing_ratings_drop_the_claim(stub, tmp_path):
     assert failures["errors"] == 1
 
 
+ARTICLE = Article(review_id="r1", review_url="https://fullfact.org/x", final_url="https://fullfact.org/x",
+                  raw_chars=5000, text="The photo was taken at a 2019 protest in Paris. " * 30)
+
+
 def test_rectification_rescores_to_intact_and_links_both_ways(stub, tmp_path):
     llm = resource(stub, tmp_path)
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
-    article = Article(review_id="r1", review_url="https://fullfact.org/x", final_url="https://fullfact.org/x",
-                      raw_chars=5000, text="The photo was taken at a 2019 protest in Paris. " * 30)
-    out, stats = rectify_all([original], {"r1": article}, llm, PIPELINE, None)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, PIPELINE, None)
     assert [c.variant for c in out] == ["original", "rectified"]
     first, second = out
     assert first.variant_of == second.claim_id and second.variant_of == first.claim_id
@@ -130,7 +132,7 @@ def test_the_rewrite_is_checked_by_another_member_than_its_writer(stub, tmp_path
     llm = resource(stub, tmp_path, ("agree", "checker", "agree3"))
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
     before = len(stub.requests)
-    out, stats = rectify_all([original], {}, llm, PIPELINE, None)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, PIPELINE, None)
     assert stats.extra["rectified"] == 1
     roles = [(mode, body["messages"][0]["content"].split(".")[0]) for mode, body in stub.requests[before:]]
     assert ("agree", "You turn a compromised claim into one true, stand-alone, shareable assertion that keeps the claim's media") in roles

@@ -269,8 +269,21 @@ def test_format_check_enforces_the_media_share_and_the_exact_size(pool, tmp_path
     release_claims, files = to_release_claims(chosen)
     folder = tmp_path / "release"
     folder.mkdir()
+    # the pool allows 8 of the 1,000 asked: a short release fails the gate unless it is allowed, and then says so
+    write_release(folder, "2020Q2", release_claims, files, store, {"version": "test", "selection": report})
+    short = ("8 claims, short of the release size 1000: the quarter's pool allows no more under the balance, "
+             "Unknown-share and media rules. Publish it short only on purpose (stages.allow_short_release: true; its "
+             "card then says so), or lower stages.release_size")
+    assert validate_release(folder) == [short] and validate_release(folder, 1000, 0.8) == [short]
+    assert validate_release(folder, 8) == []  # the size asked is the size the pool allows
+    report["allow_short_release"] = True
+    folder = tmp_path / "short"
+    folder.mkdir()
     write_release(folder, "2020Q2", release_claims, files, store, {"version": "test", "selection": report})
     assert validate_release(folder) == [] and validate_release(folder, 1000, 0.8) == []
+    assert validate_release(folder, 1000, 0.8, allow_short=False) == [short]  # the config's word counts at the gate
+    card = (folder / "README.md").read_text()
+    assert "## Short release\n\nThis split has 8 claims, short of the release size 1000" in card
     with_media = sum(bool(c.media) for c in release_claims)
     assert with_media == 3 and len(release_claims) == 8
     # 3 media claims of 8 break a 30 % share (at most 2)
@@ -297,3 +310,27 @@ def test_injection_flags_go_into_the_parquet_and_the_manifest(pool, tmp_path):
     assert table["injection_flags"].to_list() == [["ignore your instructions"] if i == 1 else [] for i in range(8)]
     assert manifest["injection_flags"] == {"2": ["ignore your instructions"]}
     assert "injection_flags" not in json.loads((folder / "claims.json").read_text())["claims"][1]  # VeriTaS format
+
+
+def test_a_release_that_cannot_name_its_code_fails_the_gate_outside_a_demo(pool, tmp_path, monkeypatch):
+    from assets.release.release import code_version
+
+    claims, store = pool
+    chosen, report = select_release(claims, size=8, media_share=0.8, similarity=92)
+    release_claims, files = to_release_claims(chosen)
+    folder = tmp_path / "release"
+    folder.mkdir()
+    write_release(folder, "2020Q2", release_claims, files, store, {"version": "t", "code_version": "unknown"})
+    assert validate_release(folder) == [
+        "code_version is unknown: the release cannot be traced to the code that built it. Build it from a git "
+        "checkout, or set VERITAS_CODE_VERSION to the commit the installed code comes from"]
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    write_release(folder, "2020Q2", release_claims, files, store, {"version": "t", "code_version": "unknown", "demo": True})
+    assert validate_release(folder) == []
+    # an installed copy (no git checkout) names its commit through the environment
+    monkeypatch.setattr("assets.release.release.PROJECT_ROOT", tmp_path)
+    monkeypatch.setenv("VERITAS_CODE_VERSION", "0123abc")
+    assert code_version() == "0123abc"
+    monkeypatch.delenv("VERITAS_CODE_VERSION")
+    assert code_version() == "unknown"

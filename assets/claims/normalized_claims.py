@@ -4,11 +4,13 @@ import re
 from pathlib import Path
 
 from assets.common import (
+    ErrorBudget,
     StageYield,
     count,
     map_records,
     stable_id,
 )
+from assets.claims.length import MEDIA_REF, count_sentences, count_words
 from assets.claims.media_text import TextCache, ocr_engine, read_text
 from assets.ensemble import ask, at_once, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from dagster_project.resources.media import MediaStore, near_duplicate_groups
@@ -19,7 +21,6 @@ from schemas.answers import ClaimTextAnswer, MediaFilterAnswer
 from schemas.records import Article, ClaimAppearances, Medium, NormalizedClaim
 
 STAGE = "normalized_claims"
-MEDIA_REF = re.compile(r"<(image|video):(\d+)>")
 MIN_SIDE = 120  # smaller images are icons, avatars or badges
 
 
@@ -106,14 +107,6 @@ def verdict_leak(text: str, language: str, leaks: LeakVocabulary | None = None, 
     return (leaks or SCHEME_ONLY).find(text, language or "en", (verdict_phrase(rating_text), head))
 
 
-def count_sentences(text: str) -> int:
-    return len([s for s in re.split(r"(?<=[.!?؟。])\s+", MEDIA_REF.sub("", text).strip()) if s.strip()])
-
-
-def count_words(text: str) -> int:
-    return len(MEDIA_REF.sub("", text).split())
-
-
 def check_claim_text(text: str, media: list[Medium], language: str, pipeline: PipelineResource,
                      leaks: LeakVocabulary | None = None, rating_text: str = "", title: str = "",
                      original: str = "") -> str:
@@ -123,7 +116,7 @@ def check_claim_text(text: str, media: list[Medium], language: str, pipeline: Pi
         return "empty"
     if count_words(text) > pipeline.max_words:
         return "too_many_words"
-    if count_sentences(text) > pipeline.max_sentences:
+    if count_sentences(text, language) > pipeline.max_sentences:
         return "too_many_sentences"
     leak = verdict_leak(MEDIA_REF.sub(" ", text), language, leaks, rating_text, title, original)
     if leak:
@@ -278,7 +271,7 @@ def normalize_all(
         return normalized, ""
 
     try:
-        out = map_records(STAGE, claims, one, stats, log)
+        out = map_records(STAGE, claims, one, stats, log, ErrorBudget.for_stage(pipeline, STAGE, len(claims), log))
     finally:
         if ocr is not None:
             ocr.close()

