@@ -15,7 +15,7 @@ from schemas.records import ClaimAppearances, Medium
 from dagster_project.simulation.openai_stub import serving
 
 
-def photo(stamp: str = "", seed: int = 7) -> bytes:
+def photo(stamp: str = "", seed: int = 7, size: int = 90) -> bytes:
     """A real-looking JPEG (sky gradient, a noisy ground, a few shapes) with an optional stamp drawn across it."""
     rng = random.Random(seed)
     img = Image.new("RGB", (640, 480))
@@ -27,7 +27,7 @@ def photo(stamp: str = "", seed: int = 7) -> bytes:
         draw.ellipse([x - r, y - r, x + r, y + r], fill=(rng.randrange(256), rng.randrange(256), rng.randrange(256)))
     if stamp:
         draw.rectangle([140, 170, 500, 290], outline=(220, 20, 20), width=8)
-        draw.text((165, 180), stamp, font=ImageFont.load_default(size=90), fill=(220, 20, 20))
+        draw.text((165 if size >= 90 else 20, 180), stamp, font=ImageFont.load_default(size=size), fill=(220, 20, 20))
     buf = io.BytesIO()
     img.save(buf, "JPEG", quality=85)
     return buf.getvalue()
@@ -43,17 +43,21 @@ def as_medium(stored, **extra) -> Medium:
                   phash=stored.phash, **extra)
 
 
+def stamp(found: tuple[str, str]) -> tuple[str, str]:
+    return found[0], found[1].casefold()
+
+
 def test_the_ocr_reads_a_stamped_false_and_passes_a_clean_photo(store):
     stamped, clean = as_medium(store.put_image(photo("FALSE"))), as_medium(store.put_image(photo()))
-    assert media_verdict_text(stamped, store, "en", "").casefold() == "false"
-    assert media_verdict_text(clean, store, "en", "") == ""
+    assert stamp(media_verdict_text(stamped, store, "en", "")) == ("stamp", "false")
+    assert media_verdict_text(clean, store, "en", "") == ("", "")
     # a video is read frame by frame: one stamped frame is enough
     video = Medium(medium_id="v" * 64, kind="video", path="videos/v.mp4", frame_paths=[clean.path, stamped.path])
-    assert media_verdict_text(video, store, "en", "").casefold() == "false"
+    assert stamp(media_verdict_text(video, store, "en", "")) == ("stamp", "false")
     # the claim's own rating counts as a verdict word too ("FAUX" is not in the English list)
     faux = as_medium(store.put_image(photo("FAUX", seed=3)))
-    assert media_verdict_text(faux, store, "en", "") == ""
-    assert media_verdict_text(faux, store, "en", "Faux").casefold() == "faux"
+    assert media_verdict_text(faux, store, "en", "") == ("", "")
+    assert stamp(media_verdict_text(faux, store, "en", "Faux")) == ("stamp", "faux")
 
 
 def test_the_ocr_cache_reads_each_image_once_across_runs(store, tmp_path):
@@ -64,13 +68,13 @@ def test_the_ocr_cache_reads_each_image_once_across_runs(store, tmp_path):
     stamped, clean = as_medium(store.put_image(photo("FALSE"))), as_medium(store.put_image(photo()))
     video = Medium(medium_id="v" * 64, kind="video", path="videos/v.mp4", frame_paths=[clean.path, stamped.path])
     first = TextCache(tmp_path / "ocr_cache.sqlite")
-    assert media_verdict_text(stamped, store, "en", "", first).casefold() == "false"
-    assert media_verdict_text(video, store, "en", "", first).casefold() == "false"  # the stamped frame: cached
+    assert stamp(media_verdict_text(stamped, store, "en", "", first)) == ("stamp", "false")
+    assert stamp(media_verdict_text(video, store, "en", "", first)) == ("stamp", "false")  # the stamped frame: cached
     assert (first.misses, first.hits) == (2, 1)
     first.close()
     rerun = TextCache(tmp_path / "ocr_cache.sqlite")  # a re-run: the same answers, no image read again
-    assert media_verdict_text(video, store, "en", "", rerun).casefold() == "false"
-    assert media_verdict_text(clean, store, "en", "", rerun) == ""
+    assert stamp(media_verdict_text(video, store, "en", "", rerun)) == ("stamp", "false")
+    assert media_verdict_text(clean, store, "en", "", rerun) == ("", "")
     assert (rerun.misses, rerun.hits) == (0, 3)
     rerun.close()
     with sqlite3.connect(tmp_path / "ocr_cache.sqlite") as db:
@@ -98,6 +102,37 @@ def test_filter_drops_stamped_media_and_never_keeps_on_a_failed_answer(store, tm
                           cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
         verdicts = filter_media(claim, "en", llm, store)
     if mode == "keeps":  # the model keeps both; the OCR reads "FAKE" on one
-        assert verdicts == {stamped.medium_id: "verdict_text"}
+        assert verdicts == {stamped.medium_id: "verdict_stamp"}
     else:  # the model's answers fail: neither medium is kept unchecked
         assert verdicts == {stamped.medium_id: "filter_failed", clean.medium_id: "filter_failed"}
+
+
+def test_a_screenshot_of_the_post_saying_fake_keeps_its_image(store, tmp_path, monkeypatch):
+    """The circulating post's own words ("this is fake") are not a fact-checker's stamp: the medium stays, counted."""
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    post = as_medium(store.put_image(photo("They say it is fake", seed=5, size=44)), origin="appearance")
+    found = stamp(media_verdict_text(post, store, "en", ""))
+    assert found == ("in_text", "fake")
+    stamped = as_medium(store.put_image(photo("FACT CHECK: FALSE", seed=6, size=44)), origin="appearance")
+    assert stamp(media_verdict_text(stamped, store, "en", "")) == ("stamp", "false")
+    claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", claim_text="Masts burn in Hong Kong",
+                             quarter="2020Q2", language="en", media=[post, stamped])
+    with serving(filter_answers) as stub:
+        for vision, note in ((False, "kept:verdict_word_in_text"), (True, "kept:verdict_word_seen_by_vision")):
+            llm = LLMResource(members=[EnsembleMember(name="m", model="openai/scripted", api_base=stub.base("keeps"),
+                                                      api_key_env="STUB_KEY", vision=vision)],
+                              cache_path=str(tmp_path / f"cache{vision}.sqlite"), num_retries=0)
+            verdicts = filter_media(claim, "en", llm, store)
+            assert verdicts == {post.medium_id: note, stamped.medium_id: "verdict_stamp"}
+
+
+@pytest.mark.parametrize("line,word,stamped", [
+    ("FALSE", "false", True), ("Fake!", "fake", True), ("FAKE NEWS", "fake", True),
+    ("FACT CHECK: FALSE", "false", True), ("MISSING CONTEXT", "missing context", True),
+    ("THIS IS FAKE", "fake", False), ("Media says the vaccine story is false", "false", False),
+    ("\u5047", "\u5047", True), ("\u8fd9\u662f\u5047\u65b0\u95fb\u5417\u4f60\u4eec\u8bf4", "\u5047", False),
+])
+def test_a_stamp_is_the_verdict_phrase_alone(line, word, stamped):
+    from assets.claims.normalized_claims import is_stamp
+
+    assert is_stamp(line, word) is stamped

@@ -140,6 +140,9 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
     dropped, candidates = [], []
     for m in claim.media:
         reason = keep.get(m.medium_id, "")
+        if reason.startswith(KEPT):
+            dropped.append(f"{m.medium_id}:{reason}")  # counted, not dropped
+            reason = ""
         if m.kind == "image" and min(m.width, m.height) < MIN_SIDE:
             reason = "too_small"
         elif m.origin == "article" and any(t in (m.alt + " " + m.caption).lower() for t in ("logo", "stamp", "badge")):
@@ -158,22 +161,46 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
     return unique[: pipeline.max_media], dropped
 
 
+# words a fact-checker's stamp may carry beside its verdict phrase ("FACT CHECK: FALSE", "FAKE NEWS")
+STAMP_WORDS = {"fact", "check", "checked", "factcheck", "news", "rating", "verdict", "claim", "content", "photo",
+               "image", "video"}
+
+
+def is_stamp(line: str, word: str) -> bool:
+    """Whether a line of text read on a medium is a verdict stamp: the verdict phrase alone, give or take a stamp
+    word, not a sentence that uses it ("THIS IS FAKE" on a meme is the post's own words)."""
+    phrase = word.casefold()
+    if _UNSPACED.search(phrase):
+        letters = "".join(re.findall(r"[^\W\d_]", line))
+        return len(letters) <= len(phrase) + 2
+    tokens = re.findall(r"[^\W\d_]+", line.casefold())
+    rest = " ".join(tokens).replace(phrase, " ", 1).split()
+    return len(rest) < len(tokens) and all(t in STAMP_WORDS for t in rest)
+
+
 def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_text: str,
-                       ocr: TextCache | None = None) -> str:
-    """The verdict word printed on an image or on any frame of a video (a fact-checker's "FALSE" stamp), or ''.
-    Only the label scheme's words and the claim's own rating count: a meme's own text is not a verdict.
-    With ``ocr``, text read before (this run or an earlier one) comes from that cache."""
+                       ocr: TextCache | None = None) -> tuple[str, str]:
+    """What the OCR reads on an image or on any frame of a video: ("stamp", word) when a line is a verdict stamp
+    (see is_stamp), ("in_text", word) when a verdict word only occurs inside longer text (a screenshot of the
+    circulating post, in its own words), else ("", ""). Only the label scheme's words and the claim's own rating
+    count. With ``ocr``, text read before (this run or an earlier one) comes from that cache."""
     reader = ocr.read_text if ocr is not None else read_text
+    in_text = ""
     for path in [medium.path] if medium.kind == "image" else medium.frame_paths:
-        if word := verdict_leak(reader(store.read(path)), language, rating_text=rating_text):
-            return word
-    return ""
+        for line in reader(store.read(path)).splitlines():
+            if word := verdict_leak(line, language, rating_text=rating_text):
+                if is_stamp(line, word):
+                    return "stamp", word
+                in_text = in_text or word
+    return ("in_text", in_text) if in_text else ("", "")
 
 
 def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,
                  ocr: TextCache | None = None) -> dict[str, str]:
     """medium id -> why it goes: the model's reason, ``filter_failed`` when its answer failed (never kept on a
-    failure), or ``verdict_text`` when the OCR reads a verdict word on a medium the model kept."""
+    failure), or ``verdict_stamp`` when the OCR reads a verdict stamp on a medium the model kept. A kept medium
+    whose text uses a verdict word in a sentence stays, noted as ``kept:verdict_word_in_text`` (and
+    ``kept:verdict_word_seen_by_vision`` when the filtering member saw the image)."""
     member = llm.member_names()[0]
     verdicts: dict[str, str] = {}
     answers = at_once(llm, [member], claim.media, lambda m: ask(  # the media's questions go out together
@@ -187,11 +214,19 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
             verdicts[m.medium_id] = answer.parsed["reason"]
         elif not (m.kind == "image" and min(m.width, m.height) < MIN_SIDE):
             try:
-                if media_verdict_text(m, store, language, claim.rating_text, ocr):
-                    verdicts[m.medium_id] = "verdict_text"
+                found, _ = media_verdict_text(m, store, language, claim.rating_text, ocr)
             except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
                 verdicts[m.medium_id] = f"ocr_failed:{type(err).__name__}"
+                continue
+            if found == "stamp":
+                verdicts[m.medium_id] = "verdict_stamp"
+            elif found == "in_text":
+                seen = "seen_by_vision" if llm.is_vision(member) else "in_text"
+                verdicts[m.medium_id] = f"{KEPT}verdict_word_{seen}"
     return verdicts
+
+
+KEPT = "kept:"  # a note on a medium that stays, beside the drop reasons of filter_media
 
 
 def normalize_claim(
@@ -234,7 +269,7 @@ def normalize_claim(
         claim_id=stable_id(claim.review_id, "original"), review_id=claim.review_id, quarter=claim.quarter, text=text,
         original_text=claim.claim_text, normalization=source, language=language, claim_date=claim.claim_date,
         review_url=claim.review_url, publisher_id=claim.publisher_id, rating_text=claim.rating_text, media=media,
-        dropped_media=dropped, injection_flags=flags,
+        dropped_media=[d for d in dropped if not d.split(":", 1)[1].startswith(KEPT)], injection_flags=flags,
     ), fallback, dropped
 
 
@@ -260,7 +295,9 @@ def normalize_all(
     def one(claim: ClaimAppearances):
         normalized, reason, dropped = work(claim)
         for entry in dropped:
-            count(stats, f"media_dropped/{entry.split(':', 2)[1]}")
+            note = entry.split(":", 1)[1]
+            count(stats, f"media_kept/{note.removeprefix(KEPT)}" if note.startswith(KEPT) else
+                  f"media_dropped/{note.split(':')[0]}")
         if normalized is None:
             return None, reason
         count(stats, f"normalization/{normalized.normalization}")
