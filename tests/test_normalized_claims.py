@@ -73,6 +73,21 @@ def test_unspaced_claims_are_held_to_the_word_limit():
     assert check_claim_text(LIEBER, [], "en", PIPELINE) == ""  # "U.S." no longer makes it three sentences
 
 
+@pytest.mark.parametrize("rewrite,language,original,reason", [
+    # a rewrite that answers in English for a Spanish or German claim is caught
+    ("A 1981 book predicted the coronavirus.", "es", "Un libro de 1981 predijo el coronavirus.", "language_changed"),
+    ("The hantavirus outbreak is a pandemic planned by globalists.", "de", AFP_CLAIM, "language_changed"),
+    ("Un libro de 1981 predijo el coronavirus.", "es-419", "Libro de 1981 predijo coronavirus", ""),
+    # names and short phrases score low in every language: never taken for a change
+    ("<image:0> Photo shows Narendra Modi in Paris.", "hi", "Modi in Paris", ""),
+    # the fact-checker's own wording is never checked against its tag
+    ("<image:0> A 1981 book predicted the coronavirus.", "es", "A 1981 book predicted the coronavirus.", ""),
+])
+def test_a_rewrite_must_stay_in_the_claims_language(rewrite, language, original, reason):
+    media = [medium("a")]
+    assert check_claim_text(rewrite, media, language, PIPELINE, original=original) == reason
+
+
 def test_check_claim_text():
     media = [medium("a"), medium("b", kind="video")]
     assert check_claim_text(f"<image:0> <video:1> {AFP_CLAIM}", media, "de", PIPELINE) == ""

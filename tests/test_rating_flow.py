@@ -137,3 +137,12 @@ def test_the_rewrite_is_checked_by_another_member_than_its_writer(stub, tmp_path
     roles = [(mode, body["messages"][0]["content"].split(".")[0]) for mode, body in stub.requests[before:]]
     assert ("agree", "You turn a compromised claim into one true, stand-alone, shareable assertion that keeps the claim's media") in roles
     assert [mode for mode, role in roles if role.startswith("You check a rewritten claim")] == ["checker"]
+
+
+def test_a_rewrite_that_leaves_the_claims_language_is_not_kept(stub, tmp_path):
+    llm = resource(stub, tmp_path)
+    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
+    german = original.model_copy(update={"language": "de", "text": "<image:0> Menschenmenge gestern in Hongkong"})
+    out, stats = rectify_all([german], {"r1": ARTICLE}, llm, PIPELINE, None)  # the writer answers in English
+    assert [c.variant for c in out] == ["original"]
+    assert stats.extra["not_rectified/rewrite_language_changed"] == 1

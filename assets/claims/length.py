@@ -56,20 +56,21 @@ def punkt_tokenizer(name: str = "english", extra_ends: bool = False) -> PunktSen
     return PunktSentenceTokenizer(params, lang_vars=_SentenceEnds() if extra_ends else None)
 
 
-def _bare(text: str) -> str:
+def bare_text(text: str) -> str:
+    """The text without its media references, its whitespace collapsed."""
     return " ".join(MEDIA_REF.sub(" ", text).split())
 
 
 def count_sentences(text: str, language: str = "en") -> int:
     base = (language or "").replace("_", "-").split("-")[0].casefold()
     splitter = punkt_tokenizer(PUNKT_LANGUAGES.get(base, "english"), extra_ends=True)
-    return len([s for s in splitter.tokenize(CJK_ENDS.sub(r"\1 ", _bare(text))) if s.strip()])
+    return len([s for s in splitter.tokenize(CJK_ENDS.sub(r"\1 ", bare_text(text))) if s.strip()])
 
 
 def count_words(text: str) -> int:
     """Whitespace words, where a run in an unspaced script counts by its length in characters."""
     words = 0.0
-    for token in _bare(text).split():
+    for token in bare_text(text).split():
         rest = token
         for script, pattern in UNSPACED.items():
             words += len(pattern.findall(rest)) / CHARS_PER_WORD[script]

@@ -55,8 +55,9 @@ def rectify(
     if answer.parsed is None:
         return None, "rewrite_failed"
     text = with_media_refs(answer.parsed["claim"], claim.media)
-    if check_claim_text(text, claim.media, claim.language, pipeline, leaks, claim.rating_text):
-        return None, "rewrite_invalid"
+    problem = check_claim_text(text, claim.media, claim.language, pipeline, leaks, claim.rating_text, original=claim.text)
+    if problem:
+        return None, "rewrite_language_changed" if problem == "language_changed" else "rewrite_invalid"
     check = ask(llm, checker, "check_rectified", RectifiedCheckAnswer, original=claim.text, claim=text,
                 evidence=evidence.get(checker, ""), **common)
     if check.parsed is None or check.parsed["consistent"] != "yes":
