@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/rehearsal.py [--reviews 4000] [--release-size 1000] [--latency 0.5]
                                         [--parallel-claims 48] [--max-parallel 16] [--out DIR] [--skip-kill]
-                                        [--figures-only | --kill-only]
+                                        [--figures-only | --kill-only] [--seed-cache EARLIER_OUT]
 
 1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data (or VERITAS_SHARED_DATA; it stops
    when neither is there) and starts the panel on loopback.
@@ -141,6 +141,8 @@ def main() -> int:
     ap.add_argument("--skip-kill", action="store_true")
     ap.add_argument("--figures-only", action="store_true", help="the run's figures; no swap-ties, warm or kill -9 run")
     ap.add_argument("--kill-only", action="store_true", help="only the kill -9 check, on the run already in --out")
+    ap.add_argument("--seed-cache", default="", help="an earlier run's --out: start from its LLM and OCR caches, so that "
+                    "what changes is the code's doing, not the panel's (compare the releases with bench/release_diff.py)")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="veritas-rehearsal-"))
     quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed)
@@ -168,6 +170,11 @@ def main() -> int:
         config = write_config(out / "main", qdir, server, release_size=args.release_size,
                               parallel_claims=args.parallel_claims, max_parallel=args.max_parallel)
         cache = out / "main" / "data" / "llm_cache.sqlite"
+        if args.seed_cache:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            for name in ("llm_cache.sqlite", "ocr_cache.sqlite"):
+                shutil.copyfile(Path(args.seed_cache) / "main" / "data" / name, cache.with_name(name))
+            print(f"caches from {args.seed_cache}: calls it answered are cache hits here", flush=True)
         # panel_cpu: this process's CPU time, which is the panel's while a stage runs; in_flight: the mean number of
         # requests in the panel over the stage's wall time
         print("\nstage                 ok   wall_s  peak_MB   cpu_s  calls  model  tokens     cost_usd  cpu/call_ms"

@@ -29,20 +29,54 @@ from dagster_project.config import PROJECT_ROOT  # noqa: E402
 from tests.conftest import write_demo_config  # noqa: E402
 
 
+STUB_QUARTER = "2026Q2"  # the demo snapshot's quarter with the real AFP review
+
+
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
+    """The demo as a user runs it, at a smaller simulated size, with one of its snapshot quarters: there the
+    ensemble is a stub on loopback instead of the embedded model (a panel that knows no claim: every rating is
+    "unknown"), so the demo's own quarter loop, funnel and release printing run in a test."""
+    from dagster_project.simulation.panel import PanelConfig, PanelServer
+
     folder = tmp_path_factory.mktemp("demo")
     config = write_demo_config(folder)
     out = io.StringIO()
     home = os.environ.get("DAGSTER_HOME")
-    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
-        mp.setattr(cli, "DEMO_QUARTERS", [])
+    stub = PanelServer({"claims": {}}, PanelConfig(latency_median_s=0.0, faults={}))
+    with stub, pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        # the demo points DAGSTER_HOME at its own instance for its snapshot quarters: put it back after the test
+        mp.setenv("DAGSTER_HOME", home) if home else mp.delenv("DAGSTER_HOME", raising=False)
+        cfg = yaml.safe_load(Path(config).read_text())
+        cfg["llm"]["members"] = stub.llm_members(api_key_env="DEMO_STUB_KEY")
+        Path(config).write_text(yaml.safe_dump(cfg))
+        mp.setenv("DEMO_STUB_KEY", "sk-stub")
+        mp.setattr(cli, "DEMO_QUARTERS", [STUB_QUARTER])
         mp.setattr(cli, "SIM_REVIEWS", 120)
         mp.setattr(cli, "SIM_RELEASE", 40)
         rc = cli.demo(config)
+        served = stub.panel.counters()["served"]
+        home_after = os.environ.get("DAGSTER_HOME")
     print(out.getvalue())
-    yield {"rc": rc, "out": out.getvalue(), "folder": folder, "config": config, "home_before": home,
-           "cwd": Path.cwd()}  # the printed commands are relative to the directory the demo ran in
+    yield {"rc": rc, "out": out.getvalue(), "folder": folder, "config": config, "home_after": home_after,
+           "cwd": Path.cwd(), "stub_served": served}  # the printed commands are relative to the demo's directory
+
+
+def test_the_demos_snapshot_quarter_runs_through_its_own_loop(demo_run):
+    """DEMO_QUARTERS: the snapshot quarter materialized through the demo, its funnel and its release printed; the stub
+    rated every claim "unknown", so the split has no Intact/Compromised pair, and the demo says so."""
+    assert demo_run["rc"] == 0, demo_run["out"]
+    out = demo_run["out"]
+    assert f"Stage yields for {STUB_QUARTER}" in out
+    assert "NOTE: no Intact/Compromised pair was available this quarter" in out
+    assert demo_run["stub_served"] > 0  # the model stages asked the stub, not the embedded model
+    stages = cli.collect_yields(demo_run["config"], STUB_QUARTER)["stages"]
+    # the AFP claim, rated "unknown", is the pool; with no pair to balance the Unknown share has no room: 0 released
+    assert stages["scored_claims"]["rows_out"] == 1 and stages["release"]["drops"]["not_selected"] == 1
+    release = Path(stages["release"]["path"])
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["demo"] is True and manifest["selection"]["allow_short_release"] is True
+    assert "## Short release" in (release / "README.md").read_text()
 
 
 def test_the_demo_shows_a_simulated_release_labelled_as_such(demo_run):
@@ -52,7 +86,8 @@ def test_the_demo_shows_a_simulated_release_labelled_as_such(demo_run):
     assert "=== SIMULATED quarter 2025Q3" in out
     assert f"Stage yields for 2025Q3 ({cli.SIM_NOTE}):" in out
     sim = demo_run["folder"] / "data" / "simulated"  # <data_dir>/simulated
-    release = next(line for line in lines if line.startswith("  release: ")).removeprefix("  release: ")
+    simulated = lines[next(i for i, line in enumerate(lines) if line.startswith("=== SIMULATED quarter")):]
+    release = next(line for line in simulated if line.startswith("  release: ")).removeprefix("  release: ")
     assert Path(release).is_relative_to(sim / "data" / "releases" / "2025Q3")
     assert (sim / "quarter" / "truth.json").exists() and (sim / "data" / "reports" / "2025Q3" / "evaluation.json").exists()
     assert "format check: passed" in out and "'total': 40" in out
@@ -70,7 +105,8 @@ def test_the_simulated_quarter_has_its_own_config_data_and_instance(demo_run):
     cfg = yaml.safe_load((sim / "veritas.yaml").read_text())
     assert cfg["data_dir"] == str(sim)
     assert (sim / "dagster").is_dir()  # its Dagster instance
-    assert os.environ.get("DAGSTER_HOME") == demo_run["home_before"]  # restored after the simulated quarter
+    # the demo's own instance (its snapshot quarters), not the simulated quarter's, once that quarter is done
+    assert demo_run["home_after"] == str(demo_run["folder"] / "data" / "dagster")
     # the demo's own config and instance know nothing of it
     assert cli.collect_yields(demo_run["config"], "2025Q3")["stages"] == {}
     assert not (demo_run["folder"] / "data" / "data" / "releases" / "2025Q3").exists()
