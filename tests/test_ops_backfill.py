@@ -311,6 +311,7 @@ def test_a_backfill_through_two_celery_workers_on_redis_gives_the_simulated_rele
 
     for name, value in SIM_KEY.items():
         monkeypatch.setenv(name, value)
+    served = simulated["server"].panel.counters()["served"]
     with redis_server(folder) as broker:
         cfg = rerun_config(simulated, folder / "celery", executor={"kind": "celery", "broker": broker})
         with celery_workers(cfg, 2, folder, env=SIM_KEY) as logs:
@@ -322,4 +323,6 @@ def test_a_backfill_through_two_celery_workers_on_redis_gives_the_simulated_rele
     # one task per step: review_snapshot, then the quarter's 10 stages and its 4 asset checks
     tasks = [log.count("succeeded in") for log in worker_logs]
     assert sum(tasks) == steps == 1 + 10 + 4, (tasks, steps)
+    assert all(tasks), f"a worker ran no task: {tasks}"  # the steps were shared out, not run by one worker
+    assert simulated["server"].panel.counters()["served"] == served  # every answer came from the LLM cache
     assert_same_release(cfg, simulated)
