@@ -141,8 +141,9 @@ def main() -> int:
     ap.add_argument("--skip-kill", action="store_true")
     ap.add_argument("--figures-only", action="store_true", help="the run's figures; no swap-ties, warm or kill -9 run")
     ap.add_argument("--kill-only", action="store_true", help="only the kill -9 check, on the run already in --out")
-    ap.add_argument("--seed-cache", default="", help="an earlier run's --out: start from its LLM and OCR caches, so that "
-                    "what changes is the code's doing, not the panel's (compare the releases with bench/release_diff.py)")
+    ap.add_argument("--seed-cache", default="", help="an earlier run's --out: its quarter (the same records) and its LLM "
+                    "and OCR caches, so that what changes is the code's doing alone (compare the releases with "
+                    "bench/release_diff.py)")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="veritas-rehearsal-"))
     quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed)
@@ -162,8 +163,13 @@ def main() -> int:
     if not (SHARED_DATA / "evaluation" / "averitec_dev.json").exists():  # not the test suite's small excerpt
         print(f"no real records at {SHARED_DATA}: put ../shared/data beside the checkout or set VERITAS_SHARED_DATA")
         return 2
-    truth = generate(qdir, quarter_cfg, load_shared())
-    print(f"generated in {time.monotonic() - t0:.0f}s: {json.dumps(truth['counts'])}", flush=True)
+    if args.seed_cache:  # the same records as the earlier run: what changes is the code's doing alone
+        shutil.copytree(Path(args.seed_cache) / "quarter", qdir, dirs_exist_ok=True)
+        truth = json.loads((qdir / "truth.json").read_text(encoding="utf-8"))
+        print(f"the quarter of {args.seed_cache}: {json.dumps(truth['counts'])}", flush=True)
+    else:
+        truth = generate(qdir, quarter_cfg, load_shared())
+        print(f"generated in {time.monotonic() - t0:.0f}s: {json.dumps(truth['counts'])}", flush=True)
 
     with PanelServer(truth, panel_cfg) as server:
         panel = server.panel
