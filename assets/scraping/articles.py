@@ -14,6 +14,7 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
+from assets.scraping.links import embed_of, in_chrome, in_embed
 from assets.common import (
     StageYield,
     finish_stage,
@@ -155,10 +156,17 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
         src = urljoin(base_url, (el.get("src") or el.get("content") or "").strip())
         if VIDEO_EXT.search(src) or any(h in src for h in VIDEO_HOSTS):
             videos.append(src)
+    # the ClaimReview's own appearances, then the article's links in page order with the posts it embeds; links in
+    # page chrome (share bars, the publisher's accounts, footers) and inside an embed (its media) are not its links
     links = _markup_appearances(doc)
-    for a in doc.iter("a"):
-        href = (a.get("href") or "").strip()
-        if href and not href.startswith(("#", "mailto:", "javascript:", "tel:")):
+    for el in doc.iter("a", "blockquote", "div", "iframe"):
+        if el.tag != "a":
+            embedded = embed_of(el, base_url)
+            if embedded:
+                links.append(embedded.split("#")[0])
+            continue
+        href = (el.get("href") or "").strip()
+        if href and not href.startswith(("#", "mailto:", "javascript:", "tel:")) and not in_chrome(el) and not in_embed(el):
             url = urljoin(base_url, href).split("#")[0]
             links.append(url)
             if VIDEO_EXT.search(url):
