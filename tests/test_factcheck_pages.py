@@ -6,10 +6,9 @@ the issue (0.8) is not met: the remaining false candidates are posts and capture
 original a clip was cut from, denials, official accounts' posts), which only the chooser can tell from the claim's.
 """
 
-import gzip
-
 import lxml.html
 import pytest
+import trafilatura
 
 from assets.scraping.appearances import candidate_links, is_post
 from assets.scraping.articles import build_article, collect_media
@@ -57,8 +56,6 @@ def test_every_page_gives_an_article_or_a_true_reason(results):
     assert reasons == NO_ARTICLE
     for name in NO_ARTICLE:  # the reason is true of the page: even trafilatura's recall mode finds < 1,000 chars
         entry = load_corpus()[name]
-        import trafilatura
-
         assert len(trafilatura.extract(page_html(entry), favor_recall=True)) < PipelineResource().min_article_chars
 
 
@@ -69,6 +66,22 @@ def test_recall_pass_keeps_pages_precision_mode_cuts_short(corpus):
         entry = corpus[name]
         article, reason = build_article(_review(entry["url"]), entry["url"], page_html(entry), PipelineResource())
         assert reason == "" and len(article.text) > 1500, name
+
+
+# stage 1's reasons for the pages whose ClaimReview it does not keep, each true of the page's markup
+NO_REVIEW = {"aos_fatos": "non_http_review_url",  # "url": "aosfatos.org/noticias/..." (no scheme)
+             "india_today": "no_date"}  # neither the review nor the claim has a datePublished
+
+
+def test_stage1_keeps_every_claimreview_it_can(results):
+    reasons = {name: result.review_reason for name, (result, _) in results.items() if result.review_reason}
+    without = {name for name, reason in reasons.items() if reason == "page_without_claimreview"}
+    for name in without:  # no ClaimReview in any syntax, not even the word
+        assert "claimreview" not in page_html(load_corpus()[name]).lower(), name
+    assert {n: r for n, r in reasons.items() if n not in without} == NO_REVIEW
+    assert len(without) == 10
+    # Estadão's review URL is a path and The Quint's claim a list of one: both are kept
+    assert not reasons.keys() & {"estadao", "webqoof"}
 
 
 def test_stage1_reads_the_real_one_digit_offset(results):
