@@ -127,8 +127,17 @@ def test_own_accounts_and_share_bars_are_chrome():
         "</article><footer><a id='c' href='https://bit.ly/tipline'>Send us a tip</a></footer>"
         "<div class='nav-social'><a id='d' href='https://twitter.com/ourdesk/status/9'>us</a></div></body></html>"
     )
-    chrome = {el.get("id"): in_chrome(el) for el in doc.iter("a")}
+    chrome = {el.get("id"): in_chrome(el) for el in doc.iter("a")}  # without a page size: any chrome word counts
     assert chrome == {"a": False, "b": True, "c": True, "d": True}
+
+
+def test_a_wrapper_of_the_whole_page_is_not_chrome():
+    """``<div id="app">`` (a single-page app's root) wraps the article; only the footer inside it is chrome."""
+    html = ("<html><body><div id='app'><div class='story'><p>" + "The post said so. " * 40 +
+            "<a href='https://x.com/u/status/1'>here</a>.</p></div><div class='site-footer'>"
+            "<a href='https://bit.ly/tipline'>Send us a tip</a></div></div></body></html>")
+    _, _, links = collect_media(html, "https://f.example/check")
+    assert links == ["https://x.com/u/status/1"]
 
 
 def test_text_urls_lose_the_sentence_punctuation():

@@ -14,7 +14,7 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
-from assets.scraping.links import embed_of, in_chrome, in_embed
+from assets.scraping.links import embed_of, in_chrome, in_embed, page_chars
 from assets.common import (
     StageYield,
     finish_stage,
@@ -159,6 +159,7 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
     # the ClaimReview's own appearances, then the article's links in page order with the posts it embeds; links in
     # page chrome (share bars, the publisher's accounts, footers) and inside an embed (its media) are not its links
     links = _markup_appearances(doc)
+    chars, sizes = page_chars(doc), {}
     for el in doc.iter("a", "blockquote", "div", "iframe"):
         if el.tag != "a":
             embedded = embed_of(el, base_url)
@@ -166,7 +167,8 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
                 links.append(embedded.split("#")[0])
             continue
         href = (el.get("href") or "").strip()
-        if href and not href.startswith(("#", "mailto:", "javascript:", "tel:")) and not in_chrome(el) and not in_embed(el):
+        skip = href.startswith(("#", "mailto:", "javascript:", "tel:")) or in_chrome(el, chars, sizes) or in_embed(el)
+        if href and not skip:
             url = urljoin(base_url, href).split("#")[0]
             links.append(url)
             if VIDEO_EXT.search(url):

@@ -69,16 +69,31 @@ def is_chrome(el) -> bool:
     return any(t in CHROME_TOKENS or t.startswith(CHROME_PREFIXES) for t in _tokens(classes))
 
 
-def in_chrome(el) -> bool:
+def in_chrome(el, page_chars: int | None = None, sizes: dict | None = None) -> bool:
     """The element sits in page chrome (itself or an ancestor); the search stops at ``<article>`` and ``<main>``,
     so a share bar inside the article is chrome but the article element's own classes (``enable-pin-share``) are
-    never read."""
+    never read. With ``page_chars`` (the page's text length) a "chrome" element holding half the page's text or
+    more is a wrapper of the whole page (``<div id="app">``, a ``nav-wrapper`` around everything), not chrome;
+    ``sizes`` caches the text lengths across the calls for one page."""
     node = el
     while node is not None and node.tag not in ("article", "main", "body", "html"):
         if is_chrome(node):
-            return True
+            if page_chars is None:
+                return True
+            if sizes is None:
+                sizes = {}
+            if node not in sizes:
+                sizes[node] = len(" ".join(node.text_content().split()))
+            if 2 * sizes[node] < page_chars:
+                return True
         node = node.getparent()
     return False
+
+
+def page_chars(doc) -> int:
+    """The length of the page's text, for ``in_chrome``."""
+    body = doc.find("body") if doc.tag == "html" else doc
+    return len(" ".join((body if body is not None else doc).text_content().split()))
 
 
 def in_embed(el) -> bool:
