@@ -176,6 +176,7 @@ def test_embed_shapes_and_their_inner_links():
       <a href="https://www.tiktok.com/tag/fake">#fake</a></blockquote>
     <iframe class="lazyload" data-src="https://www.youtube.com/embed/dQw4w9WgXcQ?start=3"></iframe>
     <div class="fb-post" data-href="https://www.facebook.com/somepage/posts/123456789"></div>
+    <iframe src="https://www.tiktok.com/embed/v2/7100000000000000002?lang=en"></iframe>
     <blockquote class="twitter-tweet"><p>claim <a href="https://t.co/abcDEF123">pic.twitter.com/abcDEF123</a></p>
       <a href="https://twitter.com/someone/status/1225090477847973888?ref_src=twsrc%5Etfw">June 1, 2020</a>
     </blockquote></article></body></html>"""
@@ -184,8 +185,10 @@ def test_embed_shapes_and_their_inner_links():
         "https://www.tiktok.com/@someone/video/7100000000000000001",
         "https://www.youtube.com/watch?v=dQw4w9WgXcQ",
         "https://www.facebook.com/somepage/posts/123456789",
+        "https://www.tiktok.com/embed/v2/7100000000000000002",
         "https://twitter.com/someone/status/1225090477847973888?ref_src=twsrc%5Etfw",
     ]  # the tweet's media link and the TikTok hashtag are the embedded post's own, not the article's
+    assert all(is_post(link) for link in links)
 
 
 def test_one_candidate_per_post():

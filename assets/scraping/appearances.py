@@ -49,7 +49,7 @@ POST_PATH = {
     # /share/p/<id> is a post link, /share.php and /sharer/ are share buttons
     "facebook": re.compile(r"/(posts|videos|photos|permalink|story|watch|reel)[/?]|/share/|/(permalink|story)\.php|story_fbid=|/photo\.php|fbid="),
     "instagram": re.compile(r"^/(p|reel|tv)/[\w-]+"),
-    "tiktok": re.compile(r"/video/\d+|^/t/\w+|^/\w{6,}/?$"),
+    "tiktok": re.compile(r"/video/\d+|^/t/\w+|^/\w{6,}/?$|^/embed(/v\d)?/\d+"),  # embed: a player iframe's post
     "youtube": re.compile(r"^/(watch|shorts/|embed/|live/)|^/[\w-]{11}$"),
     "telegram": re.compile(r"^/[\w_]+/\d+"),
     "bluesky": re.compile(r"^/profile/[^/]+/post/\w+"),
