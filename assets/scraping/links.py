@@ -10,11 +10,14 @@ Three things real pages get wrong for a naive link scan (issue 26):
   extractor drops (``embedded_posts``); the links inside an embed are the embedded post's own media and mentions;
 * URLs written in the text keep the punctuation of the sentence around them (``urls_in_text``).
 
-``canonical`` is the key two spellings of one post share (tracking parameters and fragments dropped).
+``canonical`` is the key two spellings of one post share (fragments and tracking parameters dropped, the latter
+with courlan's list plus the platforms' own share tags).
 """
 
 import re
 from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urljoin, urlsplit, urlunsplit
+
+from courlan.clean import clean_query
 
 # class or id tokens of page chrome: a token is a word of the class or id (``footer-main`` has ``footer``); these
 # match whole tokens, the prefixes also compounds (``downloadapp``, ``bannerpilar``, ``subscribe``)
@@ -27,14 +30,11 @@ CHROME_TAGS = {"header", "footer", "nav", "aside"}
 EMBED_CLASSES = ("twitter-tweet", "instagram-media", "tiktok-embed", "fb-post", "fb-video", "fb-xfbml-parse-ignore")
 _TOKEN = re.compile(r"[^a-z0-9]+")
 
-# query parameters that only say where a link was clicked (courlan's tracker list, plus platform share tags)
-TRACKING = re.compile(
-    r"^(utm_|ref_src$|ref_url$|ref$|refsrc$|igshid$|igsh$|fbclid$|gclid$|mibextid$|si$|feature$|_rdc$|_rdr$|"
-    r"itm_|__cft__|__tn__|s$|t$|theater$|hl$|type$|set$)"
-)
-# ``t``/``s``/``type``/``set``/``hl`` are tracking only on these hosts (elsewhere ``t`` may be a start time)
-_TRACKING_ONLY_ON = {"s": ("twitter.com", "x.com"), "t": ("twitter.com", "x.com"), "theater": ("facebook.com",),
-                     "type": ("facebook.com",), "set": ("facebook.com",), "hl": ("instagram.com",)}
+# query parameters that only say where a link was clicked, beyond courlan's tracker list (``utm_*``, ``ref_src``,
+# ``igshid``, ...): platform share tags, and on these hosts only (elsewhere ``t`` may be a start time)
+PLATFORM_TRACKING = {"twitter.com": {"s", "t"}, "x.com": {"s", "t"}, "youtube.com": {"si", "feature"},
+                     "youtu.be": {"si", "feature"}, "facebook.com": {"mibextid", "_rdc", "_rdr", "theater", "type",
+                     "set", "__cft__", "__tn__"}, "instagram.com": {"hl"}}
 
 # a URL in running text; what follows it in the sentence is trimmed by ``_trim``
 _TEXT_URL = re.compile(r"https?://[^\s<>\"'`«»“”‘’]+", re.IGNORECASE)
@@ -197,13 +197,9 @@ def canonical(url: str) -> str:
     host = (parts.hostname or "").lower()
     bare = host.removeprefix("www.").removeprefix("m.").removeprefix("mobile.")
 
-    def tracking(key: str) -> bool:
-        if not TRACKING.match(key):
-            return False
-        only = _TRACKING_ONLY_ON.get(key)
-        return only is None or _host_is(bare, only)
-
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not tracking(k)])
+    extra = next((keys for domain, keys in PLATFORM_TRACKING.items() if _host_is(bare, (domain,))), set())
+    query = urlencode([(k, v) for k, v in parse_qsl(clean_query(parts.query), keep_blank_values=True)
+                       if k not in extra])
     path = parts.path
     if _host_is(bare, ("twitter.com", "x.com")):
         bare = "twitter.com"
