@@ -74,6 +74,9 @@ def _quarantine_reasons(bad) -> dict:
         ("1588291200000", date(2020, 5, 1)),
         (1588291199, date(2020, 4, 30)),
         ("May 13, 2026", date(2026, 5, 13)),
+        # Vishvas News' ClaimReview (tests/fixtures/factcheck_pages/vishvas_galwan.html.gz): a one-digit offset hour
+        ("2020-06-22T12:26:08+5:30", date(2020, 6, 22)),
+        ("2020-06-22T03:26:08+5:30", date(2020, 6, 21)),  # 21:56 UTC the day before
         (None, None),
         ("", None),
     ],
@@ -84,7 +87,8 @@ def test_parse_date_real_forms(value, expected):
 
 @pytest.mark.parametrize(
     "value",
-    ["not a date", "2020-13-45", "2020-02-30", "2026-05-13T25:00", "May", "2020", "May 2020", "yesterday",
+    ["not a date", "2020-13-45", "2020-02-30", "2026-05-13T25:00", "2020-13-45T12:26:08+5:30",
+     "2020-02-30T12:26:08+5:30", "May", "2020", "May 2020", "yesterday",
      True, False, [2020, 5, 1], {"@value": "2020-05-01"}, 1e20, float("nan"), float("inf"), "9" * 40],
 )
 def test_parse_date_garbage_raises_value_error(value):

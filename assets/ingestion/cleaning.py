@@ -74,7 +74,12 @@ def _parse_date(value: Any) -> date | None:
             except ValueError:
                 pass
         if re.match(r"^\d{4}-\d{2}-\d{2}T", text):
-            parsed = dateparser.isoparse(text)
+            try:
+                parsed = dateparser.isoparse(text)
+            except ValueError:
+                # ISO with an offset real publishers write short (``+5:30``): dateutil's general parser reads it;
+                # what it cannot read (``2020-13-45T...``) still raises and is quarantined
+                parsed = dateparser.parse(text)
         else:
             parsed, other = (dateparser.parse(text, default=d) for d in _DEFAULTS)
             if parsed.date() != other.date():

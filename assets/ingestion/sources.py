@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from urllib.parse import urljoin
 
 import extruct
 import httpx
@@ -675,7 +676,8 @@ def _compact_rdfa(nodes: list[dict]) -> list[dict]:
 def claimreviews_from_page(html: str | bytes, url: str) -> list[dict]:
     """schema.org ClaimReview objects in a page's JSON-LD, microdata and RDFa (JSON-LD first; duplicates once).
 
-    A ClaimReview without its own ``url`` gets the page URL, since the page is the review."""
+    A ClaimReview without its own ``url`` gets the page URL, since the page is the review; a ``url`` written as a
+    path is resolved against the page, and a ``claimReviewed`` that is a list of one string is that string."""
     data = extruct.extract(html, base_url=url, syntaxes=["json-ld", "microdata", "rdfa"], uniform=True, errors="ignore")
     documents = list(data.get("json-ld") or []) + list(data.get("microdata") or [])
     documents.append(_compact_rdfa(list(data.get("rdfa") or [])))
@@ -689,6 +691,11 @@ def claimreviews_from_page(html: str | bytes, url: str) -> list[dict]:
             review = _resolve(node, index)
             if not isinstance(review.get("url"), str) or not review["url"].strip():
                 review["url"] = url
+            elif review["url"].strip().startswith("/") and not review["url"].strip().startswith("//"):
+                review["url"] = urljoin(url, review["url"].strip())  # Estadão writes the path alone
+            claim = review.get("claimReviewed")
+            if isinstance(claim, list) and len(claim) == 1 and isinstance(claim[0], str):
+                review["claimReviewed"] = claim[0]  # The Quint writes a list of one claim
             claim = review.get("claimReviewed")
             key = (review["url"].strip(), normalize_claim_text(claim) if isinstance(claim, str) else repr(claim))
             if key in seen:

@@ -8,6 +8,7 @@ import dagster as dg
 import lxml.html
 
 from assets.scraping.articles import fetch_metadata
+from assets.scraping.links import canonical, never_a_post, urls_in_text
 from assets.common import (
     ErrorBudget,
     StageYield,
@@ -49,7 +50,7 @@ POST_PATH = {
     # /share/p/<id> is a post link, /share.php and /sharer/ are share buttons
     "facebook": re.compile(r"/(posts|videos|photos|permalink|story|watch|reel)[/?]|/share/|/(permalink|story)\.php|story_fbid=|/photo\.php|fbid="),
     "instagram": re.compile(r"^/(p|reel|tv)/[\w-]+"),
-    "tiktok": re.compile(r"/video/\d+|^/t/\w+|^/\w{6,}/?$"),
+    "tiktok": re.compile(r"/video/\d+|^/t/\w+|^/\w{6,}/?$|^/embed(/v\d)?/\d+"),  # embed: a player iframe's post
     "youtube": re.compile(r"^/(watch|shorts/|embed/|live/)|^/[\w-]{11}$"),
     "telegram": re.compile(r"^/[\w_]+/\d+"),
     "bluesky": re.compile(r"^/profile/[^/]+/post/\w+"),
@@ -164,13 +165,30 @@ def _whole_url_in(url: str, text: str) -> bool:
 
 
 def candidate_links(review: TrustedReview, article: Article) -> list[str]:
-    """ClaimReview appearances first, then the article's post, archive and short links, in page order."""
-    out = list(review.appearance_urls)
-    for link in article.links:
-        host = _host(link)
-        if is_post(link) or archive_kind(link) or (host in SHORTENERS and urlsplit(link).path.strip("/")):
+    """ClaimReview appearances first, then the article's post, archive and short links in page order (its links
+    with the posts it embeds, then the URLs written in its text), one link per post (``links.canonical``)."""
+    found = [*article.links, *urls_in_text(article.text)]
+    out, seen = [], set()
+    for link in [*review.appearance_urls, *(link for link in found if _may_be_appearance(link))]:
+        key = canonical(link)
+        if key not in seen:
+            seen.add(key)
             out.append(link)
-    return list(dict.fromkeys(out))
+    return out
+
+
+def _may_be_appearance(link: str) -> bool:
+    """A post, a short link that may hide one, or an archive capture of anything but a profile or home page."""
+    if is_post(link):
+        return True
+    if archive_kind(link):
+        path = urlsplit(link).path
+        listed = re.match(r"^/(?:newest/|oldest/)?(https?:/.+)", path) if archive_kind(link) == "archive_today" else None
+        original = original_from_archive_url(link) or (re.sub(r"^(https?:)/+", r"\1//", listed.group(1)) if listed else "")
+        if "/web/*/" in link or listed:
+            return False  # a list of an address's captures, not a capture
+        return not original or platform_of(original) == "other" or is_post(original)
+    return _host(link) in SHORTENERS and bool(urlsplit(link).path.strip("/")) and not never_a_post(link)
 
 
 def page_media(html: str, base_url: str) -> tuple[str, list[str]]:

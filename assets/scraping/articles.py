@@ -14,6 +14,7 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
+from assets.scraping.links import embed_of, in_chrome, in_embed, page_chars
 from assets.common import (
     ErrorBudget,
     RecordError,
@@ -157,10 +158,19 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
         src = urljoin(base_url, (el.get("src") or el.get("content") or "").strip())
         if VIDEO_EXT.search(src) or any(h in src for h in VIDEO_HOSTS):
             videos.append(src)
+    # the ClaimReview's own appearances, then the article's links in page order with the posts it embeds; links in
+    # page chrome (share bars, the publisher's accounts, footers) and inside an embed (its media) are not its links
     links = _markup_appearances(doc)
-    for a in doc.iter("a"):
-        href = (a.get("href") or "").strip()
-        if href and not href.startswith(("#", "mailto:", "javascript:", "tel:")):
+    chars, sizes = page_chars(doc), {}
+    for el in doc.iter("a", "blockquote", "div", "iframe"):
+        if el.tag != "a":
+            embedded = embed_of(el, base_url)
+            if embedded:
+                links.append(embedded.split("#")[0])
+            continue
+        href = (el.get("href") or "").strip()
+        skip = href.startswith(("#", "mailto:", "javascript:", "tel:")) or in_chrome(el, chars, sizes) or in_embed(el)
+        if href and not skip:
             url = urljoin(base_url, href).split("#")[0]
             links.append(url)
             if VIDEO_EXT.search(url):
@@ -172,15 +182,21 @@ def extract_article(html: str, url: str, min_chars: int = 1000) -> dict:
     """Main text and metadata with trafilatura; the page's lang attribute backs up the language.
 
     The fast pass (no fallback extractors) is tried first; the slower fallbacks run only when it finds less
-    than ``min_chars``, which halves the cost on ordinary article pages.
+    than ``min_chars``, which halves the cost on ordinary article pages, and a recall pass only when those too
+    find less.
     """
     data = {}
-    for fast in (True, False):
+    # precision first (fast, then with fallbacks); a page still short gets one recall pass: trafilatura's precision
+    # mode drops whole sections of some real pages (BOOM's Claim/Fact blocks, the Washington Post's body), which
+    # were then dropped as too short or, below 3,000 characters, taken for a paywall
+    for fast, precision in ((True, True), (False, True), (False, False)):
         extracted = trafilatura.extract(
-            html, url=url, output_format="json", with_metadata=True, include_comments=False, favor_precision=True,
-            fast=fast,
+            html, url=url, output_format="json", with_metadata=True, include_comments=False,
+            favor_precision=precision, favor_recall=not precision, fast=fast,
         )
-        data = json.loads(extracted) if extracted else {}
+        found = json.loads(extracted) if extracted else {}
+        if len((found.get("text") or "").strip()) >= len((data.get("text") or "").strip()):
+            data = found
         if len((data.get("text") or "").strip()) >= min_chars:
             break
     language = data.get("language") or ""
