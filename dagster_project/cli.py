@@ -181,11 +181,26 @@ def format_funnel(report: dict, note: str = "") -> str:
         llm = summary["llm"]
         rate = "n/a" if llm["hit_rate"] is None else f"{llm['hit_rate']:.1%}"
         lines.append(f"  llm: {llm['calls']} calls, cache hit rate {rate}, cost ${llm['cost_usd']:.4f}")
+    lines += way_lines(report)
     lines += integrity_lines(report["stages"])
     for name, check in sorted(report.get("checks", {}).items()):
         if not check["passed"]:
             lines.append(f"  {check['severity']} {name}: {check['note']}")
     return "\n".join(lines)
+
+
+def way_lines(report: dict) -> list[str]:
+    """Stage 4 per platform: media yield, then per way in: tried, served, failed by reason."""
+    from dagster_project.dashboard import media_yield, way_table
+
+    lines = []
+    for platform, row in media_yield(report).items():
+        lines.append(f"  media yield {platform}: {row['with_media']}/{row['appearances']} appearances with media")
+    extras = report["stages"].get("appearances", {}).get("extras", {})
+    for (platform, way), row in way_table(extras).items():
+        failed = ", ".join(f"{k}={v}" for k, v in sorted(row["failed"].items(), key=lambda kv: -kv[1])) or "-"
+        lines.append(f"  way in {platform}/{way}: tried {row['tried']}, served {row['served']}, failed: {failed}")
+    return lines
 
 
 def integrity_lines(stages: dict) -> list[str]:
