@@ -58,8 +58,8 @@ class PlatformSettings(dg.Config):
         "instagram": "https://www.instagram.com/p/CSpmSvAphdf/",
         "tiktok": "https://www.tiktok.com/@atribecalledval/video/7348705314746699054",
         "youtube": "https://www.youtube.com/watch?v=dQw4w9WgXcQ",
-        "telegram": "https://t.me/durov/142",
-        "bluesky": "https://bsky.app/profile/bsky.app/post/3l6oveex3ii2l",
+        "telegram": "https://t.me/telegram/83",
+        "bluesky": "https://bsky.app/profile/bsky.app/post/3mehblstckk2e",
         "other": "https://www.nasa.gov/",
     }
 

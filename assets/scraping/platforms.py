@@ -420,8 +420,12 @@ def wayback(ask: Ask) -> Served:
     timestamp, original = wayback_capture(ask)
     base = ask.settings.wayback_web_url
     url = f"{base}/{timestamp}id_/{original}"
+    result = ask.web.fetch(url, reuse=True)
+    if result.status and not 200 <= result.status < 300 and "memento-datetime" in result.headers:
+        # the capture itself is an error page the site gave the crawler (e.g. an archived 429): not the post
+        raise WayError(f"capture_is_error_page:{result.status}")
     try:
-        result = _get(ask, url)
+        _check(result)
     except WayError as err:
         raise WayError("no_capture" if err.reason == "not_found" else err.reason) from None
     return _archived_page(result, original, lambda m: m if m.startswith(base) else f"{base}/{timestamp}id_/{m}")
