@@ -545,3 +545,44 @@ def test_login_page_detection():
     assert platforms.is_login_page('<form><input type="password"></form>', "https://example.org/")
     assert not platforms.is_login_page(fixture("wayback_id_zew_19970427191925.html").decode("latin-1"), "http://zew.de/")
     assert re.fullmatch(r"[0-9a-z]+", platforms.syndication_token("1679189879086018562"))
+
+
+# ---- veritas web check, offline -------------------------------------------------------------------------------
+
+
+def test_web_check_table_against_the_recordings(services_reset, tmp_path):
+    from dagster_project.commands.web import check_rows, format_table
+    from dagster_project.cli import main
+
+    s = services_reset
+    s.routes.update(NOTHING_ARCHIVED)
+    s.routes[("api", "/syndication/")] = json_reply(s.local(fixture("x_syndication_1684218600456876032.json")))
+    s.routes[("api", "/xoembed")] = html_reply("<html><body>Sorry, that page does not exist</body></html>")
+    s.routes[("api", "/tiktok/oembed")] = Reply(429, {"content-type": "text/plain"}, b"")
+    settings = settings_for(s, youtube_oembed_url="http://127.0.0.1:1/oembed", x_api_key_env="VERITAS_NO_SUCH_KEY")
+    web = make_recoverer(s, tmp_path).web
+    posts = {"x": s.page_url(LK99), "tiktok": s.page_url("https://www.tiktok.com/@a/video/1"),
+             "youtube": s.page_url("https://www.youtube.com/watch?v=dQw4w9WgXcQ")}
+    try:
+        rows = check_rows(web, settings, posts)
+    finally:
+        web.close()
+    got = {(r["platform"], r["way"]): (r["verdict"], r["detail"]) for r in rows}
+    assert got == {
+        ("x", "x_api"): ("refused", "not_configured"),
+        ("x", "x_syndication"): ("works", "2 media, 259 characters of text"),
+        ("x", "x_oembed"): ("changed shape", "shape:content_type:text/html"),
+        ("x", "wayback"): ("works", "no_capture"),
+        ("x", "archive_today"): ("works", "no_capture"),
+        ("tiktok", "tiktok_oembed"): ("refused", "refused:rate_limited"),
+        ("tiktok", "wayback"): ("works", "no_capture"),
+        ("tiktok", "archive_today"): ("works", "no_capture"),
+        ("youtube", "youtube_oembed"): ("unreachable", "unreachable:connect_error"),
+        ("youtube", "wayback"): ("works", "no_capture"),
+        ("youtube", "archive_today"): ("works", "no_capture"),
+    }
+    table = format_table(rows).splitlines()
+    assert table[0].split() == ["platform", "way", "in", "verdict", "detail"]
+    assert "x         x_oembed        changed shape  shape:content_type:text/html" in table
+    assert table[-1] == "works: 7, changed shape: 1, refused: 2, unreachable: 1"
+    assert main(["web", "check", "--post", "x"]) == 2  # not PLATFORM=URL: refused before any request
