@@ -285,7 +285,7 @@ class Recoverer:
                 served(platforms.YTDLP, original, str(info.get("description") or info.get("title") or ""))
                 return appearance, [video]
             failed(platforms.YTDLP, err)
-        ask = platforms.Ask(self.web, settings, original, platform, when) if original else None
+        ask = platforms.Ask(self.web, settings, original, platform, when, page_media) if original else None
         for way in platforms.ways_before(platform, settings) if ask else []:
             outcome = self._try_way(way, ask, downloaded)
             if isinstance(outcome, str):

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -63,6 +64,9 @@ class Ask:
     url: str
     platform: str
     when: dt.date | None = None
+    # (html, base URL) -> (text, media URLs): how an archived page is read (appearances.page_media, Open Graph
+    # first); passed in, so that this module does not import the stage that imports it
+    read_page: Callable[[str, str], tuple[str, list[str]]] | None = None
 
 
 def ways_before(platform: str, settings: PlatformSettings) -> list[str]:
@@ -190,10 +194,14 @@ def best_mp4(variants: list[dict], url_key: str = "url", rate_key: str = "bitrat
     return str(mp4[0].get(url_key) or "") if mp4 else ""
 
 
+def x_syndication_request(post_id: str, settings: PlatformSettings) -> str:
+    return f"{settings.x_syndication_url}?{urlencode({'id': post_id, 'lang': 'en', 'token': syndication_token(post_id)})}"
+
+
 def x_syndication(ask: Ask) -> Served:
     """cdn.syndication.twimg.com/tweet-result: the JSON X's embed widgets read (text, photos, video variants)."""
     post_id = tweet_id(ask.url)
-    url = f"{ask.settings.x_syndication_url}?{urlencode({'id': post_id, 'lang': 'en', 'token': syndication_token(post_id)})}"
+    url = x_syndication_request(post_id, ask.settings)
     data = _json(_get(ask, url, content_types=JSON_TYPES))
     if not isinstance(data, dict):
         raise WayError("shape:not_an_object")
@@ -261,12 +269,16 @@ def x_api(ask: Ask) -> Served:
 INSTAGRAM_POST = re.compile(r"^/(?:[\w.]+/)?(p|reel|reels|tv)/([\w-]+)")
 
 
-def instagram_embed(ask: Ask) -> Served:
-    """The public embed page of a post (<instagram>/p/<code>/embed/captioned/): its image and caption."""
-    match = INSTAGRAM_POST.search(urlsplit(ask.url).path)
+def instagram_embed_request(post_url: str, settings: PlatformSettings) -> str:
+    match = INSTAGRAM_POST.search(urlsplit(post_url).path)
     if not match:
         raise WayError("not_applicable")
-    url = f"{ask.settings.instagram_url}/p/{match.group(2)}/embed/captioned/"
+    return f"{settings.instagram_url}/p/{match.group(2)}/embed/captioned/"
+
+
+def instagram_embed(ask: Ask) -> Served:
+    """The public embed page of a post (<instagram>/p/<code>/embed/captioned/): its image and caption."""
+    url = instagram_embed_request(ask.url, ask.settings)
     result = _get(ask, url)
     if is_login_page(result.text(), result.final_url):
         raise WayError("refused:login_wall")
@@ -281,8 +293,12 @@ def instagram_embed(ask: Ask) -> Served:
     return _media_of(text, videos + images, url)
 
 
+def oembed_request(post_url: str, endpoint: str, extra: dict | None = None) -> str:
+    return f"{endpoint}?{urlencode({'url': post_url, **(extra or {})})}"
+
+
 def _oembed(ask: Ask, endpoint: str, extra: dict | None = None) -> tuple[dict, str]:
-    url = f"{endpoint}?{urlencode({'url': ask.url, **(extra or {})})}"
+    url = oembed_request(ask.url, endpoint, extra)
     data = _json(_get(ask, url, content_types=JSON_TYPES))
     if not isinstance(data, dict):
         raise WayError("shape:not_an_object")
@@ -428,7 +444,7 @@ def wayback(ask: Ask) -> Served:
         _check(result)
     except WayError as err:
         raise WayError("no_capture" if err.reason == "not_found" else err.reason) from None
-    return _archived_page(result, original, lambda m: m if m.startswith(base) else f"{base}/{timestamp}id_/{m}")
+    return _archived_page(ask, result, original, lambda m: m if m.startswith(base) else f"{base}/{timestamp}id_/{m}")
 
 
 def archive_today(ask: Ask) -> Served:
@@ -438,18 +454,18 @@ def archive_today(ask: Ask) -> Served:
         result = _get(ask, url)
     except WayError as err:
         raise WayError("no_capture" if err.reason == "not_found" else err.reason) from None
-    return _archived_page(result, result.final_url, lambda media: media)
+    return _archived_page(ask, result, result.final_url, lambda media: media)
 
 
-def _archived_page(result: FetchResult, base_url: str, rewrite) -> Served:
-    from assets.scraping.appearances import page_media  # the same Open Graph reading as the post page
-
+def _archived_page(ask: Ask, result: FetchResult, base_url: str, rewrite) -> Served:
+    if ask.read_page is None:
+        raise WayError("not_applicable")  # a caller that reads no pages
     if result.content_type.startswith(("image/", "video/")):
         return Served(media=[result.final_url], url=result.final_url)
     html = result.text()
     if is_login_page(html, result.final_url) or is_login_page(html, base_url):
         raise WayError("capture_is_login_page")
-    text, media = page_media(html, base_url)
+    text, media = ask.read_page(html, base_url)
     if not media and not text:
         raise WayError("capture_without_content")
     return _media_of(text, [rewrite(m) for m in media], result.final_url)

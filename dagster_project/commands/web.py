@@ -44,13 +44,14 @@ def verdict(reason: str) -> str:
 def check_rows(web, settings, posts: dict[str, str]) -> list[dict]:
     """One row per (platform, way in): the verdict and what the way found or why it failed."""
     from assets.scraping import platforms
+    from assets.scraping.appearances import page_media
 
     rows = []
     for platform, url in posts.items():
         ways = list(platforms.BEFORE.get(platform, ())) + list(platforms.ARCHIVES)
         for way in [w for w in ways if w in settings.ways]:
             try:
-                found = platforms.run_way(way, platforms.Ask(web, settings, url, platform))
+                found = platforms.run_way(way, platforms.Ask(web, settings, url, platform, read_page=page_media))
             except platforms.WayError as err:
                 rows.append({"platform": platform, "way": way, "post": url, "verdict": verdict(err.reason),
                              "detail": err.reason})
