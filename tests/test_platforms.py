@@ -586,3 +586,21 @@ def test_web_check_table_against_the_recordings(services_reset, tmp_path):
     assert "x         x_oembed        changed shape  shape:content_type:text/html" in table
     assert table[-1] == "works: 7, changed shape: 1, refused: 2, unreachable: 1"
     assert main(["web", "check", "--post", "x"]) == 2  # not PLATFORM=URL: refused before any request
+
+
+def test_youtube_gets_a_javascript_runtime_from_pypi(tmp_path):
+    """deno (the PyPI package's binary) is the runtime yt-dlp is given, and it runs the yt-dlp-ejs solver offline."""
+    import subprocess
+
+    import yt_dlp.dependencies
+    from yt_dlp.utils._jsruntime import DenoJsRuntime
+
+    from dagster_project.resources.crawl_ytdlp import js_runtimes
+
+    path = js_runtimes()["deno"]["path"]
+    info = DenoJsRuntime(path=path).info
+    assert info is not None and info.supported and info.name == "deno"
+    assert yt_dlp.dependencies.yt_dlp_ejs is not None  # the solver scripts come from the package, not the network
+    env = {**os.environ, "DENO_DIR": str(tmp_path), "DENO_NO_UPDATE_CHECK": "1"}
+    out = subprocess.run([path, "eval", "console.log(6 * 7)"], capture_output=True, text=True, env=env, timeout=60)
+    assert out.stdout.strip() == "42", out.stderr

@@ -28,6 +28,20 @@ MAX_VIDEO_SECONDS = 300
 _DROPPED_HEADERS = frozenset({"user-agent", "accept-encoding", "host", "content-length", "connection", "cookie"})
 
 
+def js_runtimes() -> dict:
+    """yt-dlp's JavaScript runtime for YouTube's signature and n challenges: the deno binary of the ``deno`` package
+    (PyPI), which runs the solver scripts of ``yt-dlp-ejs`` locally (no remote component is ever fetched). Empty
+    when the package is missing: yt-dlp then finds no runtime and YouTube formats that need one are skipped."""
+    try:
+        import deno
+    except ImportError:
+        return {}
+    try:
+        return {"deno": {"path": deno.find_deno_bin()}}
+    except (OSError, RuntimeError):  # the package without its binary for this platform
+        return {}
+
+
 class VideoError(Exception):
     """A video was not downloaded; ``code`` is a short reason for the yields."""
 
@@ -135,6 +149,8 @@ def download_video(
             "proxy": "",
             "overwrites": True,
             "updatetime": False,
+            "js_runtimes": js_runtimes(),
+            "remote_components": [],  # the challenge solver comes from yt-dlp-ejs, never from the network
         }
         try:
             with _GuardedYDL(params, _handler_class(web, max_bytes)) as ydl:
