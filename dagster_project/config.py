@@ -31,7 +31,7 @@ class PlatformSettings(dg.Config):
     enabled: bool = True
     # the ways in tried, by name, in order; a way missing here is never tried (see platforms.WAYS for the names)
     ways: list[str] = [
-        "x_api", "x_syndication", "x_oembed", "instagram_embed", "tiktok_oembed", "youtube_oembed",
+        "x_api", "firecrawl", "x_syndication", "x_oembed", "instagram_embed", "tiktok_oembed", "youtube_oembed",
         "telegram_embed", "bluesky_api", "wayback", "archive_today",
     ]
     # the JSON X's embed widgets read (cdn.syndication.twimg.com, as react-tweet calls it)
@@ -40,6 +40,11 @@ class PlatformSettings(dg.Config):
     # paid: X API v2 tweet lookup, used first when the variable named by x_api_key_env holds a bearer token
     x_api_url: str = "https://api.x.com/2/tweets"
     x_api_key_env: str = "X_BEARER_TOKEN"  # the NAME of the variable that holds the X API bearer token
+    # paid: Firecrawl's scrape API, used first for the platforms listed in firecrawl_platforms when the variable
+    # named by firecrawl_key_env holds a key
+    firecrawl_url: str = "https://api.firecrawl.dev/v1/scrape"
+    firecrawl_key_env: str = "FIRECRAWL_API_KEY"  # the NAME of the variable that holds the Firecrawl API key
+    firecrawl_platforms: list[str] = []  # e.g. [facebook, instagram]; empty: Firecrawl is never used
     # a post's public embed page is <instagram_url>/p/<code>/embed/captioned/
     instagram_url: str = "https://www.instagram.com"
     tiktok_oembed_url: str = "https://www.tiktok.com/oembed"  # TikTok's oEmbed endpoint (title, author, thumbnail)

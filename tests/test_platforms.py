@@ -292,6 +292,36 @@ def test_without_a_key_the_paid_backend_is_not_tried(services_reset, tmp_path, m
     assert appearance.attempts == ["x_syndication:served"] and s.requests_to("/2/tweets") == []
 
 
+def test_firecrawl_is_used_first_for_its_platforms_with_its_key(services_reset, tmp_path, monkeypatch):
+    s = services_reset
+    seen = []
+
+    def scrape(request):
+        seen.append((request.method, request.headers.get("authorization"), json.loads(request.body)))
+        # the shape of Firecrawl's /v1/scrape answer (from its documentation: not a recording)
+        return json_reply(s.local(json.dumps({"success": True, "data": {
+            "markdown": "post text", "metadata": {"ogDescription": "the post's text", "statusCode": 200,
+                                                  "ogImage": "https://scontent.cdninstagram.com/v/fb.jpg",
+                                                  "sourceURL": "https://www.facebook.com/someone/posts/123"}}}).encode()))
+
+    s.routes[("api", "/v1/scrape")] = scrape
+    monkeypatch.setenv("VERITAS_TEST_FC_KEY", "fc-secret-456")
+    r = make_recoverer(s, tmp_path, firecrawl_url=f"{s.base}/v1/scrape", firecrawl_key_env="VERITAS_TEST_FC_KEY",
+                       firecrawl_platforms=["facebook"])
+    try:
+        appearance, media = r.recover(s.page_url("https://www.facebook.com/someone/posts/123"))
+        x_post, _ = r.recover(s.page_url(LK99))  # X is not among its platforms: never sent to Firecrawl
+        warc = r.web.warc_path
+    finally:
+        close(r)
+    assert [(m, a) for m, a, _ in seen] == [("POST", "Bearer fc-secret-456")]
+    assert seen[0][2]["url"] == s.page_url("https://www.facebook.com/someone/posts/123")
+    assert (appearance.way, appearance.attempts, appearance.text, len(media)) == (
+        "firecrawl", ["firecrawl:served"], "the post's text", 1)
+    assert not any(a.startswith("firecrawl") for a in x_post.attempts)
+    assert b"fc-secret-456" not in Path(warc).read_bytes()
+
+
 # ---- the archives -----------------------------------------------------------------------------------------------
 
 

@@ -70,10 +70,14 @@ class Ask:
 
 
 def ways_before(platform: str, settings: PlatformSettings) -> list[str]:
-    """The public endpoints tried before the post page for this platform, as configured."""
+    """The endpoints tried before the post page for this platform, as configured: a paid backend first (the X API;
+    Firecrawl where the platform is in ``firecrawl_platforms``), then the public endpoints."""
     if not settings.enabled:
         return []
-    return [w for w in BEFORE.get(platform, ()) if w in settings.ways]
+    ways = list(BEFORE.get(platform, ()))
+    if platform in settings.firecrawl_platforms:
+        ways.insert(1 if ways[:1] == ["x_api"] else 0, "firecrawl")
+    return [w for w in ways if w in settings.ways]
 
 
 def ways_after(settings: PlatformSettings) -> list[str]:
@@ -262,6 +266,36 @@ def x_api(ask: Ask) -> Served:
         else:
             media.append(item.get("url") or "")
     return _media_of(data["data"].get("text") or "", media, url)
+
+
+def firecrawl(ask: Ask) -> Served:
+    """Firecrawl's scrape API (paid): the page as its browser saw it, read from the Open Graph fields it returns."""
+    token = os.environ.get(ask.settings.firecrawl_key_env or "", "").strip()
+    if ask.platform not in ask.settings.firecrawl_platforms or not token:
+        raise WayError("not_configured")
+    body = json.dumps({"url": ask.url, "formats": ["markdown"], "onlyMainContent": True}, sort_keys=True).encode()
+    result = ask.web.fetch(ask.settings.firecrawl_url, {"Authorization": f"Bearer {token}",
+                                                        "Content-Type": "application/json"},
+                           reuse=True, content_types=JSON_TYPES, method="POST", data=body)
+    if result.status == 402:
+        raise WayError("refused:payment_required")  # the account's credits are spent
+    data = _json(_check(result))
+    if not isinstance(data, dict) or not data.get("success") or not isinstance(data.get("data"), dict):
+        raise WayError("shape:no_data")
+    page = data["data"]
+    meta = page.get("metadata") or {}
+    status = meta.get("statusCode")
+    if isinstance(status, int) and status >= 400:
+        raise WayError("not_found" if status in (404, 410) else f"page_http_{status}")
+    if is_login_page(page.get("html") or "", str(meta.get("url") or meta.get("sourceURL") or "")):
+        raise WayError("refused:login_wall")
+    media = []
+    for key in ("ogImage", "og:image", "twitter:image"):
+        value = meta.get(key)
+        media += value if isinstance(value, list) else [value]
+    text = meta.get("ogDescription") or meta.get("og:description") or meta.get("description") or ""
+    return _media_of(str(text or page.get("markdown") or "")[:5000], [m for m in media if isinstance(m, str)],
+                     ask.settings.firecrawl_url)
 
 
 # ---- Instagram, TikTok, YouTube, Telegram, Bluesky ------------------------------------------------------------
@@ -473,6 +507,7 @@ def _archived_page(ask: Ask, result: FetchResult, base_url: str, rewrite) -> Ser
 
 WAYS = {
     "x_api": x_api,
+    "firecrawl": firecrawl,
     "x_syndication": x_syndication,
     "x_oembed": x_oembed,
     "instagram_embed": instagram_embed,

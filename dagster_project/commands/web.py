@@ -48,8 +48,7 @@ def check_rows(web, settings, posts: dict[str, str]) -> list[dict]:
 
     rows = []
     for platform, url in posts.items():
-        ways = list(platforms.BEFORE.get(platform, ())) + list(platforms.ARCHIVES)
-        for way in [w for w in ways if w in settings.ways]:
+        for way in platforms.ways_before(platform, settings) + platforms.ways_after(settings):
             try:
                 found = platforms.run_way(way, platforms.Ask(web, settings, url, platform, read_page=page_media))
             except platforms.WayError as err:
