@@ -190,16 +190,21 @@ def format_funnel(report: dict, note: str = "") -> str:
 
 
 def way_lines(report: dict) -> list[str]:
-    """Stage 4 per platform: media yield, then per way in: tried, served, failed by reason."""
+    """Stage 4, one line per platform: its media yield, then per way in served/tried and the failures by reason."""
     from dagster_project.dashboard import media_yield, way_table
 
+    yields = media_yield(report)
+    table = way_table(report["stages"].get("appearances", {}).get("extras", {}))
     lines = []
-    for platform, row in media_yield(report).items():
-        lines.append(f"  media yield {platform}: {row['with_media']}/{row['appearances']} appearances with media")
-    extras = report["stages"].get("appearances", {}).get("extras", {})
-    for (platform, way), row in way_table(extras).items():
-        failed = ", ".join(f"{k}={v}" for k, v in sorted(row["failed"].items(), key=lambda kv: -kv[1])) or "-"
-        lines.append(f"  way in {platform}/{way}: tried {row['tried']}, served {row['served']}, failed: {failed}")
+    for platform in sorted(set(yields) | {p for p, _ in table}):
+        row = yields.get(platform)
+        media = f" (media {row['with_media']}/{row['appearances']})" if row else ""
+        ways = []
+        for (p, way), t in table.items():
+            if p == platform:
+                failed = ", ".join(f"{k}={v}" for k, v in sorted(t["failed"].items(), key=lambda kv: -kv[1]))
+                ways.append(f"{way} {t['served']}/{t['tried']}" + (f" ({failed})" if failed else ""))
+        lines.append(f"  ways in, {platform}{media}: " + "; ".join(ways))
     return lines
 
 

@@ -12,6 +12,10 @@ STAGE_ORDER = [
     "reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
     "rectified_claims", "release", "predictions", "evaluation",
 ]
+# The ways in of stage 4 in the order Recoverer.recover tries them (assets/scraping/platforms.py), for the tables.
+WAY_ORDER = {w: i for i, w in enumerate((
+    "ytdlp", "x_api", "firecrawl", "x_syndication", "x_oembed", "instagram_embed", "tiktok_oembed", "youtube_oembed",
+    "telegram_embed", "bluesky_api", "page", "linked_archive", "wayback", "archive_today"))}
 IN_COLOR, OUT_COLOR = "#c9d6ea", "#2f5d9e"
 SERIES_COLORS = ["#2f5d9e", "#e08a2e", "#4c9a5b", "#9b59b6"]
 CSS = """
@@ -95,7 +99,7 @@ def way_table(extras: dict) -> dict[tuple[str, str], dict]:
             row["failed"][parts[4]] = row["failed"].get(parts[4], 0) + int(value)
         elif parts[3] in ("tried", "served", "text_only"):
             row[parts[3]] += int(value)
-    return dict(sorted(table.items()))
+    return dict(sorted(table.items(), key=lambda kv: (kv[0][0], WAY_ORDER.get(kv[0][1], len(WAY_ORDER)), kv[0][1])))
 
 
 def media_yield(report: dict) -> dict[str, dict]:
@@ -285,7 +289,7 @@ def media_sections(shown: list[dict], quarters: list[str]) -> list[str]:
                  f'<td data-platform="{e(p)}" data-way="{e(w)}" data-field="tried">{t["tried"]}</td>',
                  f'<td data-platform="{e(p)}" data-way="{e(w)}" data-field="served">{t["served"]}</td>',
                  f'<td class="l">{e(", ".join(f"{k}={v}" for k, v in sorted(t["failed"].items(), key=lambda kv: -kv[1])))}</td>']
-                for (p, w), t in sorted(totals.items())]
+                for (p, w), t in sorted(totals.items(), key=lambda kv: (kv[0][0], WAY_ORDER.get(kv[0][1], 99)))]
         parts.append(_table(["platform", "way in", "tried", "served", "failed by reason"], rows, "ways-table", left=2))
     return parts
 

@@ -565,9 +565,8 @@ def test_counts_per_platform_and_way_reach_the_yields_text(services_reset, tmp_p
     assert table[("x", "page")]["failed"] == {"fetch_failed:404": 1}
     report = {"quarter": "2026Q4", "stages": {"appearances": {"extras": stats.extra}}}
     assert media_yield(report) == {"x": {"appearances": 2, "with_media": 1, "share": 0.5}}
-    lines = way_lines(report)
-    assert "  media yield x: 1/2 appearances with media" in lines
-    assert "  way in x/x_syndication: tried 2, served 1, failed: tweet_unavailable=1" in lines
+    assert way_lines(report) == ["  ways in, x (media 1/2): x_syndication 1/2 (tweet_unavailable=1); x_oembed 1/1; "
+                                 "page 0/1 (fetch_failed:404=1); wayback 0/1 (no_capture=1); archive_today 0/1 (no_capture=1)"]
 
 
 def test_login_page_detection():
