@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import lxml.html
 
@@ -104,11 +104,13 @@ def _check(result: FetchResult) -> FetchResult:
     if result.error:
         if result.error == "not_archived":
             raise WayError("unreachable:not_archived")  # replay of a run that never asked
-        if result.error in ("bad_content_type",):
+        if result.error == "bad_content_type":
             raise WayError(f"shape:content_type:{result.content_type or 'none'}")
-        if result.error in ("robots", "blocked_address", "bad_scheme"):
-            raise WayError(f"refused:{result.error}")
-        raise WayError(f"unreachable:{result.error}")
+        if result.error in ("robots_disallowed", "blocked_address", "bad_scheme", "bad_url"):
+            raise WayError(f"refused:{result.error}")  # refused by the web resource itself, before any answer
+        if result.error in ("redirect_loop", "too_many_redirects", "too_large", "truncated", "damaged_in_archive"):
+            raise WayError(f"shape:{result.error}")  # an answer, but not one a way in can read
+        raise WayError(f"unreachable:{result.error}")  # connect_error, timeout, read_error, http_error...
     status = result.status or 0
     if status == 429:
         raise WayError("refused:rate_limited")
