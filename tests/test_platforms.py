@@ -637,3 +637,20 @@ def test_youtube_gets_a_javascript_runtime_from_pypi(tmp_path):
     env = {**os.environ, "DENO_DIR": str(tmp_path), "DENO_NO_UPDATE_CHECK": "1"}
     out = subprocess.run([path, "eval", "console.log(6 * 7)"], capture_output=True, text=True, env=env, timeout=60)
     assert out.stdout.strip() == "42", out.stderr
+
+
+def test_ytdlp_refusals_get_their_reasons():
+    """Error messages in the form yt-dlp prints them (written here around the reason texts its extractors raise,
+    e.g. YouTube's playability reasons; not recordings) map to the drop reasons stage 4 counts."""
+    from dagster_project.resources.crawl_ytdlp import failure_reason
+
+    assert failure_reason("ERROR: [youtube] dQw4w9WgXcQ: Sign in to confirm your age. This video may be "
+                          "inappropriate for some users. Use --cookies-from-browser or --cookies") == "age_gate"
+    assert failure_reason("ERROR: [youtube] abc: Private video. Sign in if you've been granted access") == "private"
+    assert failure_reason("ERROR: [youtube] abc: Video unavailable. This video has been removed by the uploader") \
+        == "unavailable"
+    assert failure_reason("ERROR: [Instagram] C1: This video is only available for registered users. Use "
+                          "--cookies-from-browser or --cookies for the authentication.") == "login_required"
+    assert failure_reason("ERROR: [TikTok] 1: Unable to download webpage: HTTP Error 429: Too Many Requests") \
+        == "rate_limited"
+    assert failure_reason("ERROR: Unsupported URL: https://example.org/") == "ytdlp_failed"
