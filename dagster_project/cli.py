@@ -181,11 +181,31 @@ def format_funnel(report: dict, note: str = "") -> str:
         llm = summary["llm"]
         rate = "n/a" if llm["hit_rate"] is None else f"{llm['hit_rate']:.1%}"
         lines.append(f"  llm: {llm['calls']} calls, cache hit rate {rate}, cost ${llm['cost_usd']:.4f}")
+    lines += way_lines(report)
     lines += integrity_lines(report["stages"])
     for name, check in sorted(report.get("checks", {}).items()):
         if not check["passed"]:
             lines.append(f"  {check['severity']} {name}: {check['note']}")
     return "\n".join(lines)
+
+
+def way_lines(report: dict) -> list[str]:
+    """Stage 4, one line per platform: its media yield, then per way in served/tried and the failures by reason."""
+    from dagster_project.dashboard import media_yield, way_table
+
+    yields = media_yield(report)
+    table = way_table(report["stages"].get("appearances", {}).get("extras", {}))
+    lines = []
+    for platform in sorted(set(yields) | {p for p, _ in table}):
+        row = yields.get(platform)
+        media = f" (media {row['with_media']}/{row['appearances']})" if row else ""
+        ways = []
+        for (p, way), t in table.items():
+            if p == platform:
+                failed = ", ".join(f"{k}={v}" for k, v in sorted(t["failed"].items(), key=lambda kv: -kv[1]))
+                ways.append(f"{way} {t['served']}/{t['tried']}" + (f" ({failed})" if failed else ""))
+        lines.append(f"  ways in, {platform}{media}: " + "; ".join(ways))
+    return lines
 
 
 def integrity_lines(stages: dict) -> list[str]:

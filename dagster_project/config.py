@@ -24,6 +24,51 @@ class SourceSpec(dg.Config):
     max_pages: int = 50
 
 
+class PlatformSettings(dg.Config):
+    """Stage 4's ways in to a post: public endpoints before the post page, archives after it (assets/scraping/platforms.py)."""
+
+    # off: only the post page and a linked archive copy are tried (the media yield without the adapters)
+    enabled: bool = True
+    # the ways in tried, by name, in order; a way missing here is never tried (see platforms.WAYS for the names)
+    ways: list[str] = [
+        "x_api", "firecrawl", "x_syndication", "x_oembed", "instagram_embed", "tiktok_oembed", "youtube_oembed",
+        "telegram_embed", "bluesky_api", "wayback", "archive_today",
+    ]
+    # the JSON X's embed widgets read (cdn.syndication.twimg.com, as react-tweet calls it)
+    x_syndication_url: str = "https://cdn.syndication.twimg.com/tweet-result"
+    x_oembed_url: str = "https://publish.x.com/oembed"  # X's oEmbed endpoint (text of a post, no media)
+    # paid: X API v2 tweet lookup, used first when the variable named by x_api_key_env holds a bearer token
+    x_api_url: str = "https://api.x.com/2/tweets"
+    x_api_key_env: str = "X_BEARER_TOKEN"  # the NAME of the variable that holds the X API bearer token
+    # paid: Firecrawl's scrape API, used first for the platforms listed in firecrawl_platforms when the variable
+    # named by firecrawl_key_env holds a key
+    firecrawl_url: str = "https://api.firecrawl.dev/v1/scrape"
+    firecrawl_key_env: str = "FIRECRAWL_API_KEY"  # the NAME of the variable that holds the Firecrawl API key
+    firecrawl_platforms: list[str] = []  # e.g. [facebook, instagram]; empty: Firecrawl is never used
+    # a post's public embed page is <instagram_url>/p/<code>/embed/captioned/
+    instagram_url: str = "https://www.instagram.com"
+    tiktok_oembed_url: str = "https://www.tiktok.com/oembed"  # TikTok's oEmbed endpoint (title, author, thumbnail)
+    youtube_oembed_url: str = "https://www.youtube.com/oembed"  # YouTube's oEmbed endpoint (title, thumbnail)
+    telegram_url: str = "https://t.me"  # a channel post's public view is <telegram_url>/<channel>/<id>?embed=1
+    bluesky_appview_url: str = "https://public.api.bsky.app"  # Bluesky's public AppView (app.bsky.feed.getPostThread)
+    wayback_available_url: str = "https://archive.org/wayback/available"  # Wayback availability API
+    wayback_cdx_url: str = "https://web.archive.org/cdx/search/cdx"  # Wayback CDX API (captures of a URL)
+    wayback_web_url: str = "https://web.archive.org/web"  # where captures are fetched, with the id_ raw-content flag
+    archive_today_url: str = "https://archive.ph"  # archive.today: <archive_today_url>/newest/<url>
+    # Wayback captures looked at, at most, around the claim date
+    wayback_cdx_limit: int = 50
+    # veritas web check: one stable public post per platform (a live smoke check; never run by the tests)
+    check_posts: dict[str, str] = {
+        "x": "https://x.com/alleyco/status/1679189879086018562",
+        "instagram": "https://www.instagram.com/p/CSpmSvAphdf/",
+        "tiktok": "https://www.tiktok.com/@atribecalledval/video/7348705314746699054",
+        "youtube": "https://www.youtube.com/watch?v=dQw4w9WgXcQ",
+        "telegram": "https://t.me/telegram/83",
+        "bluesky": "https://bsky.app/profile/bsky.app/post/3mehblstckk2e",
+        "other": "https://www.nasa.gov/",
+    }
+
+
 class PipelineResource(dg.ConfigurableResource):
     """Stage parameters. Defaults are the reference system's; the config file may override any of them."""
 
@@ -49,6 +94,8 @@ class PipelineResource(dg.ConfigurableResource):
     # fetched; a URL it names that is not literally in the article or the ClaimReview is refused. Empty: page order.
     appearance_chooser: str = ""
     chooser_max_links: int = 30  # links shown to it: the candidates first, then other outbound links
+    # the ways in to a post besides its page (public endpoints, archives), with their endpoints
+    platforms: PlatformSettings = PlatformSettings()
     # stage 5
     max_claims: int = 0  # claims of a quarter that go on to the model stages (the first ones); 0: all of them
     max_media: int = 4

@@ -12,6 +12,10 @@ STAGE_ORDER = [
     "reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
     "rectified_claims", "release", "predictions", "evaluation",
 ]
+# The ways in of stage 4 in the order Recoverer.recover tries them (assets/scraping/platforms.py), for the tables.
+WAY_ORDER = {w: i for i, w in enumerate((
+    "ytdlp", "x_api", "firecrawl", "x_syndication", "x_oembed", "instagram_embed", "tiktok_oembed", "youtube_oembed",
+    "telegram_embed", "bluesky_api", "page", "linked_archive", "wayback", "archive_today"))}
 IN_COLOR, OUT_COLOR = "#c9d6ea", "#2f5d9e"
 SERIES_COLORS = ["#2f5d9e", "#e08a2e", "#4c9a5b", "#9b59b6"]
 CSS = """
@@ -80,6 +84,35 @@ def quarter_summary(report: dict) -> dict:
         if articles.get("rows_in"):
             scrape_rate = (articles.get("rows_out") or 0) / articles["rows_in"]
     return {"llm": llm, "fetch_success_rate": fetch_rate, "scrape_success": scrape_rate}
+
+
+def way_table(extras: dict) -> dict[tuple[str, str], dict]:
+    """(platform, way) -> {"tried", "served", "text_only", "failed": {reason: n}} from the appearances stage's
+    metadata (``way/<platform>/<way>/...`` counters of ``assets.scraping.appearances.count_ways``)."""
+    table: dict[tuple[str, str], dict] = {}
+    for key, value in extras.items():
+        parts = key.split("/", 4)
+        if len(parts) < 4 or parts[0] != "way" or not isinstance(value, (int, float)):
+            continue
+        row = table.setdefault((parts[1], parts[2]), {"tried": 0, "served": 0, "text_only": 0, "failed": {}})
+        if parts[3] == "failed" and len(parts) == 5:
+            row["failed"][parts[4]] = row["failed"].get(parts[4], 0) + int(value)
+        elif parts[3] in ("tried", "served", "text_only"):
+            row[parts[3]] += int(value)
+    return dict(sorted(table.items(), key=lambda kv: (kv[0][0], WAY_ORDER.get(kv[0][1], len(WAY_ORDER)), kv[0][1])))
+
+
+def media_yield(report: dict) -> dict[str, dict]:
+    """platform -> {"appearances", "with_media", "share"}: the appearances stage's media yield by platform."""
+    extras = report["stages"].get("appearances", {}).get("extras", {})
+    out: dict[str, dict] = {}
+    for key, value in extras.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == "media_yield" and parts[2] in ("appearances", "with_media"):
+            out.setdefault(parts[1], {"appearances": 0, "with_media": 0})[parts[2]] = int(value or 0)
+    for row in out.values():
+        row["share"] = row["with_media"] / row["appearances"] if row["appearances"] else None
+    return dict(sorted(out.items()))
 
 
 def drop_table(reports: list[dict]) -> list[dict]:
@@ -220,6 +253,47 @@ def _table(head: list[str], rows: list[list], table_id: str, row_classes: list[s
     return "".join(out)
 
 
+def media_sections(shown: list[dict], quarters: list[str]) -> list[str]:
+    """Media yield by platform per quarter (appearances with media / appearances), and the ways in of stage 4."""
+    parts = ["<h2>Media yield by platform</h2>"]
+    yields = {r["quarter"]: media_yield(r) for r in shown}
+    platforms = sorted({p for y in yields.values() for p in y})
+    if not platforms:
+        parts.append('<p class="note" id="no-media-yield">No appearance was recovered in these quarters.</p>')
+        return parts
+    parts.append(_figure(
+        "chart-media-yield", "Share of appearances with media, by platform (one bar per quarter).",
+        bars_svg(platforms, [(q, [(yields[q].get(p) or {}).get("share") for p in platforms]) for q in quarters][-4:],
+                 1.0, fmt_pct),
+    ))
+    rows = []
+    for p in platforms:
+        cells = [f'<td class="l">{e(p)}</td>']
+        for q in quarters:
+            row = yields[q].get(p)
+            text = "n/a" if row is None else f'{row["with_media"]}/{row["appearances"]} ({fmt_pct(row["share"])})'
+            cells.append(f'<td data-platform="{e(p)}" data-quarter="{e(q)}" data-field="media_yield">{e(text)}</td>')
+        rows.append(cells)
+    parts.append(_table(["platform", *quarters], rows, "media-yield-table"))
+    totals: dict[tuple[str, str], dict] = {}
+    for r in shown:
+        for key, row in way_table(r["stages"].get("appearances", {}).get("extras", {})).items():
+            total = totals.setdefault(key, {"tried": 0, "served": 0, "text_only": 0, "failed": {}})
+            for field in ("tried", "served", "text_only"):
+                total[field] += row[field]
+            for reason, n in row["failed"].items():
+                total["failed"][reason] = total["failed"].get(reason, 0) + n
+    if totals:
+        parts.append("<h2>Ways in (stage 4)</h2>")
+        rows = [[f'<td class="l">{e(p)}</td>', f'<td class="l">{e(w)}</td>',
+                 f'<td data-platform="{e(p)}" data-way="{e(w)}" data-field="tried">{t["tried"]}</td>',
+                 f'<td data-platform="{e(p)}" data-way="{e(w)}" data-field="served">{t["served"]}</td>',
+                 f'<td class="l">{e(", ".join(f"{k}={v}" for k, v in sorted(t["failed"].items(), key=lambda kv: -kv[1])))}</td>']
+                for (p, w), t in sorted(totals.items(), key=lambda kv: (kv[0][0], WAY_ORDER.get(kv[0][1], 99)))]
+        parts.append(_table(["platform", "way in", "tried", "served", "failed by reason"], rows, "ways-table", left=2))
+    return parts
+
+
 def render_html(reports: list[dict], title: str = "veritas stage yields") -> str:
     """The whole page for the given quarter reports (``cli.collect_range``); quarters with no data are listed, not drawn."""
     shown = [r for r in reports if r["stages"]]
@@ -288,6 +362,8 @@ def render_html(reports: list[dict], title: str = "veritas stage yields") -> str
         for q in quarters
     ]
     parts.append(_table(["quarter", "fetch success", "scrape success"], rows, "scraping-table"))
+
+    parts += media_sections(shown, quarters)
 
     parts.append("<h2>Model calls</h2>")
     llm_quarters = [q for q in quarters if summaries[q]["llm"]]

@@ -150,6 +150,8 @@ SECTIONS = [
      "fallbacks:\n  - {model: azure/gpt-5.2, api_base: https://example.openai.azure.com}"),
     ("store", "store:", "dagster_project.resources.store:StoreResource", "store: {kind: s3, bucket: veritas-data}"),
     ("stages", "stages:", "dagster_project.config:PipelineResource", "stages: {release_size: 1000}"),
+    ("stages-platforms", "stages: platforms:", "dagster_project.config:PlatformSettings",
+     "stages:\n  platforms: {enabled: true, x_api_key_env: X_BEARER_TOKEN}"),
 ]
 LOADER_SECTION = {"web": "web", "llm": "llm", "store": "store"}  # section -> the loader's dict of that name
 

@@ -129,6 +129,11 @@ class Appearance(Record):
     status: Literal["ok", "failed"] = "failed"
     error: str = ""
     text: str = ""
+    # the way in that served it: an endpoint of assets/scraping/platforms.py (x_syndication, wayback...), "ytdlp",
+    # "page" (the post page) or "linked_archive" (an archive copy the article linked); empty when none did
+    way: str = ""
+    attempts: list[str] = []  # "<way>:<outcome>" in the order tried; outcome "served", "text_only" or a drop reason
+    media_count: int = 0  # media stored from this appearance
 
 
 class ClaimAppearances(Review):

@@ -223,7 +223,17 @@ def test_a_chosen_url_not_in_the_article_is_never_accepted(served, tmp_path):
     claim = recover_claim(review, small, recoverer, PipelineResource(), chooser=lambda r, a, c: [invented], rejected=refused)
     assert refused == [invented] and invented not in calls
     assert all(a.url != invented for a in claim.appearances)
-    assert calls[0] == AFP_POST and candidate_links(review, small)[0] == AFP_POST
+    assert _pages(calls)[0] == AFP_POST and candidate_links(review, small)[0] == AFP_POST
+    assert calls[0].startswith(PipelineResource().platforms.x_syndication_url)  # X's public endpoints come first
+
+
+def _pages(calls: list[str]) -> list[str]:
+    """The post pages among the fetches: without the ways in of stage 4 (public endpoints, archives) tried around them."""
+    settings = PipelineResource().platforms
+    endpoints = tuple(getattr(settings, name) for name in (
+        "x_syndication_url", "x_oembed_url", "x_api_url", "tiktok_oembed_url", "youtube_oembed_url",
+        "bluesky_appview_url", "wayback_available_url", "wayback_cdx_url", "wayback_web_url", "archive_today_url"))
+    return [c for c in calls if not c.startswith(endpoints) and "/embed/captioned/" not in c and "?embed=1" not in c]
 
 
 class _NoNetwork:
@@ -271,7 +281,7 @@ def test_a_model_chooser_through_litellm_is_held_to_the_articles_urls(served, tm
     (calls, stats), (again, _) = runs
     assert len(prompts) == 1  # the second run came from the cache
     assert AFP_POST in prompts[0] and other in prompts[0] and invented not in prompts[0]
-    assert calls[:2] == [other, AFP_POST] and invented not in calls  # its picks first, in its order
+    assert _pages(calls)[:2] == [other, AFP_POST] and invented not in calls  # its picks first, in its order
     assert again == calls
     assert stats.extra["chooser/refused_urls"] == 1 and stats.extra["chooser/claims_with_refusals"] == 1
     assert llm.ledger_summary(stage="appearances")["calls"] == 2

@@ -29,6 +29,7 @@ from dagster_project.cli import (
 )
 from dagster_project.config import PROJECT_ROOT
 from dagster_project.dashboard import (
+    media_yield,
     drop_table,
     quarter_summary,
     render_html,
@@ -156,7 +157,8 @@ def test_html_is_self_contained(page):
 def test_html_has_one_svg_per_chart_and_the_yields(page, data):
     doc = lxml.html.parse(str(page)).getroot()
     figures = doc.xpath("//figure[@class='chart']")
-    assert [f.get("id") for f in figures] == ["chart-funnel", "chart-scraping"]  # no model stage ran: no LLM charts
+    # no model stage ran: no LLM charts; stage 4 ran: its media yield by platform
+    assert [f.get("id") for f in figures] == ["chart-funnel", "chart-scraping", "chart-media-yield"]
     assert all(len(f.xpath(".//svg")) == 1 for f in figures) and len(doc.xpath("//svg")) == len(figures)
     assert doc.get_element_by_id("no-llm") is not None
     funnel = doc.get_element_by_id("chart-funnel")
@@ -187,6 +189,14 @@ def test_html_has_one_svg_per_chart_and_the_yields(page, data):
     warn_rows = doc.xpath("//table[@id='check-table']//tr[@class='warn']")
     assert [[td.text for td in tr][:3] for tr in warn_rows] == [["2020Q3", "reviews_volume", "WARN"]]
     assert "2020Q1" in doc.get_element_by_id("empty-quarters").text
+    media = {(c.get("data-platform"), c.get("data-quarter")): c.text
+             for c in doc.xpath("//table[@id='media-yield-table']//td[@data-field='media_yield']")}
+    expected = {(p, q): f"{row['with_media']}/{row['appearances']}" for q, r in reports.items()
+                for p, row in media_yield(r).items()}
+    assert expected and {k: media[k].split(" ")[0] for k in expected} == expected
+    ways = {(c.get("data-platform"), c.get("data-way")): int(c.text)
+            for c in doc.xpath("//table[@id='ways-table']//td[@data-field='served']")}
+    assert ways[("x", "page")] >= 1  # the demo's X post is served by its page (replay has no syndication answer)
 
 
 def _model_report() -> dict:

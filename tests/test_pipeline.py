@@ -200,6 +200,7 @@ def test_dashboard_shows_the_model_stages_of_the_demo_run(demo_run, tmp_path):
     assert llm["calls"] == sum(calls.values()) > 0 and llm["cost_usd"] == 0.0  # the embedded model costs nothing
     assert report["checks"]["reviews_volume"]["passed"] and report["checks"]["articles_scrape_success"]["passed"]
     doc = lxml.html.parse(str(write_html([report], tmp_path / "yields.html"))).getroot()
-    assert [f.get("id") for f in doc.xpath("//figure")] == ["chart-funnel", "chart-scraping", "chart-llm-cost", "chart-llm-cache"]
+    assert [f.get("id") for f in doc.xpath("//figure")] == ["chart-funnel", "chart-scraping", "chart-media-yield", "chart-llm-cost",
+                                                          "chart-llm-cache"]
     cells = {c.get("data-field"): c.text for c in doc.xpath("//table[@id='llm-table']//td[@data-field]")}
     assert int(cells["calls"]) == llm["calls"]

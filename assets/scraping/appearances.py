@@ -1,5 +1,6 @@
 """Stage 4: recover where each claim appeared (social posts, archived copies) and download the candidate media."""
 
+import datetime as dt
 import re
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urljoin, urlsplit
@@ -7,6 +8,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import dagster as dg
 import lxml.html
 
+from assets.scraping import platforms
 from assets.scraping.articles import fetch_metadata
 from assets.scraping.links import canonical, never_a_post, urls_in_text
 from assets.common import (
@@ -261,37 +263,108 @@ class Recoverer:
             original = original_from_archive_page(page.text(), page.final_url) if page.ok else ""
         return original, link
 
-    def recover(self, link: str) -> tuple[Appearance, list[Medium]]:
+    def recover(self, link: str, when: dt.date | None = None) -> tuple[Appearance, list[Medium]]:
+        appearance, media = self._recover(link, when)
+        appearance.media_count = len(media)
+        return appearance, media
+
+    def _recover(self, link: str, when: dt.date | None = None) -> tuple[Appearance, list[Medium]]:
+        """The appearance behind ``link`` and its media, through the first way in that serves media: yt-dlp for
+        video posts, the platform's public endpoints, the post page, a linked archive copy, then the archives
+        (the capture nearest ``when``, the claim date). A way that finds text but no media is remembered and used
+        only when no later way finds media. ``appearance.way`` names the way in that served, ``attempts`` every
+        way tried with its outcome."""
         original, archive = self.resolve(link)
-        appearance = Appearance(url=link, original_url=original or link, platform=platform_of(original or link))
-        errors = []
+        platform = platform_of(original or link)
+        appearance = Appearance(url=link, original_url=original or link, platform=platform)
+        settings = self.pipeline.platforms
+        errors: list[str] = []
+        text_only: tuple[str, str, str] | None = None  # (way, fetched url, text)
+
+        def failed(way: str, reason: str) -> None:
+            appearance.attempts.append(f"{way}:{reason}")
+            errors.append(reason if way in (platforms.PAGE, platforms.LINKED_ARCHIVE, platforms.YTDLP) else f"{way}:{reason}")
+
+        def served(way: str, url: str, text: str) -> None:
+            appearance.attempts.append(f"{way}:served")
+            appearance.status, appearance.fetched_url, appearance.text, appearance.way = "ok", url, text, way
+
+        def downloaded(urls: list[str]) -> tuple[list[Medium], str]:
+            media, last = [], ""
+            for media_url in urls[: self.pipeline.max_candidate_media]:
+                medium, err = self.download(media_url, "appearance")
+                if medium:
+                    media.append(medium)
+                last = last or err
+            return media, last
+
         if original and VIDEO_POST.search(original):
             video, err, info = self.download_video(original, "appearance")
             if video is not None:
-                appearance.status, appearance.fetched_url = "ok", original
-                appearance.text = str(info.get("description") or info.get("title") or "")
+                served(platforms.YTDLP, original, str(info.get("description") or info.get("title") or ""))
                 return appearance, [video]
-            errors.append(err)
-        for url in [u for u in (original, archive) if u]:
+            failed(platforms.YTDLP, err)
+        ask = platforms.Ask(self.web, settings, original, platform, when, page_media) if original else None
+        for way in platforms.ways_before(platform, settings) if ask else []:
+            outcome = self._try_way(way, ask, downloaded)
+            if isinstance(outcome, str):
+                if outcome != "not_configured":  # a paid backend without its key is not tried at all
+                    failed(way, outcome)
+                continue
+            found, media = outcome
+            if media:
+                served(way, found.url, found.text)
+                return appearance, media
+            appearance.attempts.append(f"{way}:text_only")
+            text_only = text_only or (way, found.url, found.text)
+        pages = [(platforms.PAGE, original), (platforms.LINKED_ARCHIVE, archive)]
+        for way, url in [(w, u) for w, u in pages if u]:
             page = self.web.fetch(url, reuse=True)
             if not page.ok:
-                errors.append(f"fetch_failed:{page.error or page.status}")
+                failed(way, f"fetch_failed:{page.error or page.status}")
                 continue
             if page.content_type.startswith(("image/", "video/")):
                 medium, err = self.download(page.final_url, "appearance")
-                media = [medium] if medium else []
-                text = ""
+                media, text = ([medium] if medium else []), ""
             else:
+                if settings.enabled and platforms.is_login_page(page.text(), page.final_url):
+                    failed(way, "login_wall")
+                    continue
                 text, urls = page_media(page.text(), page.final_url)
-                media = []
-                for media_url in urls[: self.pipeline.max_candidate_media]:
-                    medium, err = self.download(media_url, "appearance")
-                    if medium:
-                        media.append(medium)
-            appearance.status, appearance.fetched_url, appearance.text = "ok", url, text
-            return appearance, media
+                media, _ = downloaded(urls)
+            if media or not settings.enabled:
+                served(way, url, text)
+                return appearance, media
+            appearance.attempts.append(f"{way}:text_only")  # e.g. an X shell page: no media in its HTML
+            text_only = text_only or (way, url, text)
+        for way in platforms.ways_after(settings) if ask else []:
+            outcome = self._try_way(way, ask, downloaded)
+            if isinstance(outcome, str):
+                failed(way, outcome)
+                continue
+            found, media = outcome
+            if media:
+                served(way, found.url, found.text)
+                return appearance, media
+            appearance.attempts.append(f"{way}:text_only")
+            text_only = text_only or (way, found.url, found.text)
+        if text_only is not None:
+            way, url, text = text_only
+            appearance.status, appearance.fetched_url, appearance.text, appearance.way = "ok", url, text, way
+            return appearance, []
         appearance.error = ";".join(errors) or "unresolved_archive"
         return appearance, []
+
+    def _try_way(self, way: str, ask, downloaded):
+        """(what the way found, its downloaded media), or the drop reason."""
+        try:
+            found = platforms.run_way(way, ask)
+        except platforms.WayError as err:
+            return err.reason
+        media, err = downloaded(found.media)
+        if found.media and not media:
+            return f"media_failed:{err}"
+        return found, media
 
 
 def chooser_options(candidates: list[str], article: Article, limit: int) -> list[str]:
@@ -336,7 +409,7 @@ def recover_claim(
     for link in links:
         if sum(a.status == "ok" for a in appearances) >= pipeline.max_appearances:
             break
-        appearance, found = recoverer.recover(link)
+        appearance, found = recoverer.recover(link, review.claim_date)
         previous = by_original.get(appearance.original_url)
         if previous is not None:
             if previous.status == "ok" or appearance.status != "ok":
@@ -359,6 +432,24 @@ def recover_claim(
             media.append(medium)
     unique = list({m.medium_id: m for m in media}.values())
     return ClaimAppearances(**review.model_dump(), appearances=appearances, media=unique)
+
+
+def count_ways(stats: StageYield, appearance: Appearance) -> None:
+    """Per platform and way in: ``way/<platform>/<way>/tried``, ``.../served`` (the way the appearance kept),
+    ``.../text_only`` and ``.../failed/<reason>``; and ``media_by_way/<platform>/<way>`` for usable appearances."""
+    for attempt in appearance.attempts:
+        way, _, outcome = attempt.partition(":")
+        prefix = f"way/{appearance.platform}/{way}"
+        count(stats, f"{prefix}/tried")
+        if outcome == "served" or (outcome == "text_only" and way == appearance.way):
+            count(stats, f"{prefix}/served")
+        elif outcome == "text_only":
+            count(stats, f"{prefix}/text_only")
+        else:
+            count(stats, f"{prefix}/failed/{outcome}")
+    count(stats, f"media_yield/{appearance.platform}/appearances")
+    if appearance.media_count:
+        count(stats, f"media_yield/{appearance.platform}/with_media")
 
 
 def recover_all(
@@ -393,6 +484,7 @@ def recover_all(
             count(stats, f"platform/{a.platform}")
         for a in claim.appearances:  # fetch success by platform, failures included
             count(stats, f"fetch/{a.platform}/{'ok' if a.status == 'ok' else 'failed'}")
+            count_ways(stats, a)
         if usable or not pipeline.require_appearance:
             return claim, ""
         return None, "appearances_unreachable" if claim.appearances else "no_appearance_found"

@@ -28,6 +28,43 @@ MAX_VIDEO_SECONDS = 300
 _DROPPED_HEADERS = frozenset({"user-agent", "accept-encoding", "host", "content-length", "connection", "cookie"})
 
 
+def js_runtimes() -> dict:
+    """yt-dlp's JavaScript runtime for YouTube's signature and n challenges: the deno binary of the ``deno`` package
+    (PyPI), which runs the solver scripts of ``yt-dlp-ejs`` locally (no remote component is ever fetched). Empty
+    when the package is missing: yt-dlp then finds no runtime and YouTube formats that need one are skipped."""
+    try:
+        import deno
+    except ImportError:
+        return {}
+    try:
+        return {"deno": {"path": deno.find_deno_bin()}}
+    except (OSError, RuntimeError):  # the package without its binary for this platform
+        return {}
+
+
+# What yt-dlp's extractors say when a platform refuses a video (their ExtractorError messages, e.g. YouTube's
+# playability reasons in yt_dlp/extractor/youtube/_video.py), as drop reasons; anything else is ``ytdlp_failed``.
+FAILURE_REASONS = (
+    ("age_gate", ("confirm your age", "age-restricted", "age restricted", "inappropriate for some users")),
+    ("private", ("private video", "this video is private", "this account is private", "is a private")),
+    ("login_required", ("only available for registered users", "login required", "log in", "sign in",
+                        "--cookies")),
+    ("rate_limited", ("http error 429", "too many requests", "rate-limit", "rate limit")),
+    ("geo_blocked", ("not available from your location", "not available in your country", "geo restriction")),
+    ("unavailable", ("video unavailable", "has been removed", "no longer available", "does not exist",
+                     "http error 404", "not found")),
+)
+
+
+def failure_reason(message: str) -> str:
+    """A drop reason for one of yt-dlp's error messages (first match in FAILURE_REASONS order)."""
+    text = message.lower()
+    for reason, needles in FAILURE_REASONS:
+        if any(needle in text for needle in needles):
+            return reason
+    return "ytdlp_failed"
+
+
 class VideoError(Exception):
     """A video was not downloaded; ``code`` is a short reason for the yields."""
 
@@ -135,12 +172,14 @@ def download_video(
             "proxy": "",
             "overwrites": True,
             "updatetime": False,
+            "js_runtimes": js_runtimes(),
+            "remote_components": [],  # the challenge solver comes from yt-dlp-ejs, never from the network
         }
         try:
             with _GuardedYDL(params, _handler_class(web, max_bytes)) as ydl:
                 info = ydl.extract_info(url, download=True)
         except (YoutubeDLError, RequestError) as exc:
-            raise VideoError("ytdlp_failed", str(exc)[:300]) from exc
+            raise VideoError(failure_reason(str(exc)), str(exc)[:300]) from exc
         except Exception as exc:  # an extractor bug must cost one video, not the claim
             raise VideoError("ytdlp_error", f"{type(exc).__name__}: {exc}"[:300]) from exc
         if not info:

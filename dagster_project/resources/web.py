@@ -71,6 +71,9 @@ ASSEMBLED_FIELD = "Veritas-Assembled-From"  # on a resource record: the whole bo
 TRUNCATION_ERRORS = {"length": "too_large", "time": "timeout", "disconnect": "read_error", "unspecified": "truncated"}
 # Hop-by-hop framing that httpx already removed from the body we store, so it must not be recorded either.
 DROPPED_RESPONSE_HEADERS = frozenset({"transfer-encoding"})
+# Request headers that carry credentials (a paid backend's key): the WARC keeps their name, never their value.
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie"})
+REDACTED = "[redacted]"
 # Failures worth another attempt; refusals (blocked_address, bad_scheme, robots, too_large) are final.
 RETRYABLE_ERRORS = frozenset({"timeout", "connect_error", "read_error", "http_error"})
 ROBOTS_AGENT = "veritas-benchmark"
@@ -1021,7 +1024,8 @@ class WebResource(dg.ConfigurableResource):
         http_version = response.http_version or "HTTP/1.1"
         req_headers = StatusAndHeaders(
             f"{request.method} {req_target} {http_version}",
-            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+            [(k.decode("latin-1"), REDACTED if k.decode("latin-1").lower() in SECRET_HEADERS else v.decode("latin-1"))
+             for k, v in request.headers.raw],
             is_http_request=True,
         )
         resp_headers = StatusAndHeaders(

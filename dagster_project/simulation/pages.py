@@ -369,6 +369,37 @@ def social_page(url, post, image_url=None, video_url=None):
 """
 
 
+def x_shell_page():
+    """What X serves a crawler for a post: an application shell, no Open Graph tags, no media."""
+    return ("<!DOCTYPE html><html dir=\"ltr\" lang=\"en\"><head><meta charset=\"utf-8\"><title>X</title></head>"
+            "<body><noscript><div>JavaScript is not available. We've detected that JavaScript is disabled in this "
+            "browser. Please enable JavaScript or switch to a supported browser to continue using x.com.</div>"
+            "</noscript><div id=\"react-root\"></div></body></html>")
+
+
+def login_page(site):
+    """A platform's login wall: a form with a password field and nothing of the post."""
+    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Login • {esc(site)}</title></head><body>"
+            "<form id=\"loginForm\" method=\"post\"><input name=\"username\" type=\"text\">"
+            "<input name=\"password\" type=\"password\"><button type=\"submit\">Log in</button></form></body></html>")
+
+
+def instagram_embed_page(post, image_url):
+    """The public embed page of an Instagram post (/p/<code>/embed/captioned/): its image and caption."""
+    img = f'<img class="EmbeddedMediaImage" alt="{esc(post["text"][:80])}" src="{esc(image_url)}">' if image_url else ""
+    return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body><div class=\"Embed\">"
+            f"<div class=\"Header\"><a class=\"UsernameText\">{esc(post['author'])}</a></div>{img}"
+            f"<div class=\"Caption\"><a class=\"CaptionUsername\">{esc(post['author'])}</a> {esc(post['text'])}"
+            "</div></div></body></html>")
+
+
+def consent_page():
+    """YouTube's consent interstitial, which a crawler from some regions gets instead of the video page."""
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Before you continue to YouTube</title></head>"
+            "<body><form action=\"https://consent.youtube.com/save\" method=\"POST\"><button>Accept all</button>"
+            "</form></body></html>")
+
+
 def archive_today_page(short_url, original, captured, title, text, img_url):
     host = short_url.split("/")[2]
     code = short_url.rstrip("/").split("/")[-1]

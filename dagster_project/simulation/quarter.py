@@ -22,6 +22,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak
+from dagster_project.config import PlatformSettings
 from dagster_project.simulation.pages import (
     CHROME,
     CONTEXT,
@@ -30,12 +31,16 @@ from dagster_project.simulation.pages import (
     Archive,
     archive_today_page,
     botwall_page,
+    consent_page,
     esc,
     font,
+    instagram_embed_page,
+    login_page,
     page_shell,
     social_page,
     stamp,
     video_mp4,
+    x_shell_page,
 )
 from dagster_project.simulation.records import claim_key
 
@@ -70,6 +75,12 @@ class QuarterConfig:
     archive_share: float = 0.3  # articles that also link an archived copy of the post
     original_dead_share: float = 0.3  # of those: the post itself is gone, only the archive answers
     near_duplicate_share: float = 0.02  # media claims whose post image is a re-encoded copy of an earlier claim's
+    # X and Instagram posts whose page needs a way in, as the real platforms serve them today: an X shell without
+    # Open Graph tags (the media only in the syndication JSON), an Instagram login wall (the media only on the embed
+    # page); some of the walled X image posts are YouTube videos behind a consent page instead (the thumbnail in
+    # oEmbed). Drawn from a generator of their own: with 0.0 the feed and the WARC are byte for byte those without walls.
+    walled_share: float = 0.0
+    youtube_share: float = 0.2  # of the walled X image posts: a YouTube video instead
     rates: dict = field(default_factory=lambda: {
         "bot_wall": 0.02, "not_found": 0.02, "paywall": 0.015, "too_short": 0.015,
         "dead_appearance": 0.03, "duplicate_review": 0.02})
@@ -240,6 +251,53 @@ def pick_records(records: list[dict], config: QuarterConfig, domains: dict[str, 
     return [unique[i % len(unique)] for i in range(config.reviews)]
 
 
+def walled_post(arch: "_Archive", wall: str, post_url: str, post: dict, image_url: str | None, video_url: str | None,
+                gone: bool) -> None:
+    """A post whose page holds no media, and the public endpoint that does (at the URL stage 4 asks, with the
+    default endpoints), in the shapes of the recorded answers of tests/fixtures/platforms/."""
+    from assets.scraping import platforms
+
+    settings = PlatformSettings()
+    if wall == "twitter":
+        post_id = platforms.tweet_id(post_url)
+        arch.html(post_url, x_shell_page(), status=404 if gone else 200, reason="Not Found" if gone else "OK")
+        arch.add(platforms.x_syndication_request(post_id, settings), json.dumps(
+            {"__typename": "TweetTombstone", "tombstone": {"text": {"text": "This Post was deleted by the Post author."}}}
+            if gone else syndication_answer(post_id, post, image_url, video_url)).encode(), "application/json; charset=utf-8")
+    elif wall == "instagram":
+        code = post_url.rstrip("/").rsplit("/", 1)[1]
+        login = f"https://www.instagram.com/accounts/login/?next=/p/{code}/"
+        arch.add(post_url, b"", "text/html; charset=utf-8", status=302, reason="Found", extra=[("Location", login)])
+        if login not in arch.urls:
+            arch.html(login, login_page("Instagram"))
+        arch.html(platforms.instagram_embed_request(post_url, settings),
+                  instagram_embed_page(post, "" if gone else image_url))
+    else:  # youtube: a consent page; oEmbed has the title and the thumbnail
+        video_id = post_url.rsplit("=", 1)[1]
+        arch.html(post_url, consent_page())
+        thumb = f"https://i.ytimg.com/vi/{video_id}/hqdefault.jpg"
+        arch.add(platforms.oembed_request(post_url, settings.youtube_oembed_url, {"format": "json"}), json.dumps({
+            "title": post["text"][:100], "author_name": post["author"], "type": "video", "version": "1.0",
+            "provider_name": "YouTube", "provider_url": "https://www.youtube.com/", "thumbnail_height": 360,
+            "thumbnail_width": 480, "thumbnail_url": thumb}).encode(), "application/json; charset=utf-8")
+        if image_url and image_url in arch.urls and thumb not in arch.urls:
+            arch.add(thumb, next(body for url, *_, body in arch.records if url == image_url), "image/jpeg")
+
+
+def syndication_answer(post_id: str, post: dict, image_url: str | None, video_url: str | None) -> dict:
+    """The tweet-result JSON's fields stage 4 reads, as in the recorded answer (mediaDetails, video_info.variants)."""
+    media = []
+    if image_url:
+        media.append({"type": "photo", "media_url_https": image_url, "display_url": "pic.twitter.com/x",
+                      "original_info": {"height": 240, "width": 320}})
+    if video_url:
+        media.append({"type": "video", "media_url_https": "", "video_info": {"aspect_ratio": [4, 3], "variants": [
+            {"bitrate": 832000, "content_type": "video/mp4", "url": video_url}]}})
+    return {"__typename": "Tweet", "lang": "en", "id_str": post_id, "text": post["text"],
+            "user": {"name": post["author"], "screen_name": post["author"]}, "mediaDetails": media,
+            "created_at": "2026-01-01T00:00:00.000Z"}
+
+
 def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
     """Write feed.json, pages.warc.gz and truth.json into ``out_dir``; returns the truth table."""
     out_dir = Path(out_dir)
@@ -247,6 +305,7 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
     domains = registry_domains()
     picked = pick_records(records, config, domains)
     rng = random.Random(config.seed * 7919 + 1)
+    walls = random.Random(config.seed * 7919 + 2)  # the walls' own draws (see QuarterConfig.walled_share)
     arch, pictures = _Archive(), Pictures()
     cats, weights = list(config.shares), list(config.shares.values())
     truth: dict[str, dict] = {}  # claim key -> planted truth
@@ -280,6 +339,11 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
         post_url = {"twitter": f"https://twitter.com/user{post_id % 99991}/status/{post_id}",
                     "facebook": f"https://www.facebook.com/user{post_id % 99991}/posts/{post_id}",
                     "instagram": f"https://www.instagram.com/p/C{slug}/"}[platform]
+        wall = ""
+        if config.walled_share and platform in ("twitter", "instagram") and walls.random() < config.walled_share:
+            wall = platform
+            if platform == "twitter" and not t["video"] and walls.random() < config.youtube_share:
+                wall, post_url = "youtube", f"https://www.youtube.com/watch?v={slug[:10]}Y"
         review = {"@type": "ClaimReview", "datePublished": day.isoformat(), "url": url, "claimReviewed": rec["claim"],
                   "name": rec["title"] or rec["claim"][:110],
                   "author": {"@type": "Organization", "name": domains[host], "url": f"https://{host}/"},
@@ -344,7 +408,10 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
                     post_images.append(picture)
                     arch.jpeg(image_url, picture)
                 counts["images"] += 1
-        if original_gone:
+        if wall:
+            counts["walled_" + wall] = counts.get("walled_" + wall, 0) + 1  # only in quarters with walls
+            walled_post(arch, wall, post_url, post, image_url, video_url, gone=original_gone)
+        elif original_gone:
             arch.html(post_url, not_found_page(), status=404, reason="Not Found")
         else:
             arch.html(post_url, social_page(post_url, post, image_url=image_url, video_url=video_url))
