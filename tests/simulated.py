@@ -29,8 +29,8 @@ def simulated_quarter(folder: Path):
     from dagster_project.cli import collect_yields, run_quarter
     from tests.ops_support import fast_router_backoff
 
-    truth = generate(folder / "quarter", QuarterConfig(quarter=QUARTER, reviews=REVIEWS, video_share=0.03),
-                     load_records(prefer_shared=False))
+    truth = generate(folder / "quarter", QuarterConfig(quarter=QUARTER, reviews=REVIEWS, video_share=0.03,
+                                                       label_mix="balanced"), load_records(prefer_shared=False))
     panel = PanelConfig(latency_median_s=0.0, retry_after_s=0.0, faults=PANEL_FAULTS)
     with PanelServer(truth, panel) as server:
         with pytest.MonkeyPatch.context() as mp, fast_router_backoff():
