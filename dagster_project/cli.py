@@ -390,8 +390,9 @@ def simulated_demo(folder: Path, quarter: str = SIM_QUARTER, reviews: int = SIM_
     started = time.monotonic()
     print(f"[veritas] SIMULATED quarter {quarter}: generating {reviews} reviews from real records in {folder}",
           flush=True)
-    truth = generate(folder / "quarter", QuarterConfig(quarter=quarter, reviews=reviews, video_share=0.03),
-                     load_records(prefer_shared=False))
+    # the balanced label mix: a small quarter whose release still shows every label (the real mix is 4% Intact)
+    truth = generate(folder / "quarter", QuarterConfig(quarter=quarter, reviews=reviews, video_share=0.03,
+                                                       label_mix="balanced"), load_records(prefer_shared=False))
     summary: dict = {"quarter": quarter, "folder": str(folder), "generated_s": round(time.monotonic() - started, 1)}
     # zero latency and no faults: the demo shows the release; the faults' handling is tests/test_rehearsal_e2e.py's
     panel = PanelConfig(latency_median_s=0.0, retry_after_s=0.0, faults={})

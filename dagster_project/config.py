@@ -112,6 +112,9 @@ class PipelineResource(dg.ConfigurableResource):
     # end and its parts most relevant to the claim; the embedded demo model reads at most evidence_tokens_embedded
     evidence_context_share: float = 0.5
     evidence_tokens_embedded: int = 750
+    # stage 7: demand rewrites Compromised claims, in the order the release prefers them, only until the Intact
+    # variants the release will lack are covered (the rest count as not_needed_for_release); all rewrites every one
+    rectify: Literal["demand", "all"] = "demand"
     # release
     release_size: int = 1000
     # a pool too small for release_size fails the release gate; true publishes the smaller split, and its card says so

@@ -15,6 +15,9 @@ import pytest
 
 QUARTER = "2025Q3"
 REVIEWS, RELEASE = 300, 100
+# every Compromised claim is rewritten, so that the test quarter's stage 7 has work: its release needs no variant
+# (the balanced mix), and on demand it would rewrite none (tests/test_rectify_demand.py covers demand)
+STAGES = {"rectify": "all"}
 SIM_KEY = {"VERITAS_SIM_KEY": "sk-simulated"}
 PANEL_FAULTS = {"rate_limit": 0.01, "server_error": 0.005, "malformed": 0.005, "refusal": 0.002}
 
@@ -29,15 +32,16 @@ def simulated_quarter(folder: Path):
     from dagster_project.cli import collect_yields, run_quarter
     from tests.ops_support import fast_router_backoff
 
-    truth = generate(folder / "quarter", QuarterConfig(quarter=QUARTER, reviews=REVIEWS, video_share=0.03),
-                     load_records(prefer_shared=False))
+    truth = generate(folder / "quarter", QuarterConfig(quarter=QUARTER, reviews=REVIEWS, video_share=0.03,
+                                                       label_mix="balanced"), load_records(prefer_shared=False))
     panel = PanelConfig(latency_median_s=0.0, retry_after_s=0.0, faults=PANEL_FAULTS)
     with PanelServer(truth, panel) as server:
         with pytest.MonkeyPatch.context() as mp, fast_router_backoff():
             for name, value in SIM_KEY.items():
                 mp.setenv(name, value)
             mp.setenv("DAGSTER_HOME", str(folder / "dagster_home"))
-            config = write_config(folder, folder / "quarter", server, release_size=RELEASE, parallel_claims=4)
+            config = write_config(folder, folder / "quarter", server, release_size=RELEASE, parallel_claims=4,
+                                  stages=STAGES)
             ok = run_quarter(config, QUARTER)
             first = server.panel.counters()
             first_yields = collect_yields(config, QUARTER)
@@ -59,7 +63,7 @@ def rerun_config(simulated: dict, folder: Path, **extra) -> str:
 
     assert simulated["ok"], "the simulated quarter's first run failed"
     path = write_config(folder, simulated["folder"] / "quarter", simulated["server"], release_size=RELEASE,
-                        parallel_claims=4, cache_path=Path(simulated["cache_path"]))
+                        parallel_claims=4, cache_path=Path(simulated["cache_path"]), stages=STAGES)
     cfg = yaml.safe_load(Path(path).read_text())
     cfg.update(extra)
     Path(path).write_text(yaml.safe_dump(cfg, allow_unicode=True, sort_keys=False))

@@ -13,7 +13,7 @@ from assets.common import ErrorBudget, ErrorBudgetExceeded, RecordError, StageYi
 from dagster_project.config import PipelineResource
 from dagster_project.resources.media import MediaStore
 from schemas.records import Article, Medium, NormalizedClaim
-from tests.test_rating_flow import ARTICLE, PHOTO, _key, claim, resource, stub  # noqa: F401 - the scripted panel, its key
+from tests.test_rating_flow import ARTICLE, EVERY, PHOTO, _key, claim, resource, stub  # noqa: F401 - the scripted panel, its key
 
 
 class Log:
@@ -90,24 +90,24 @@ def test_rectification_errors_are_logged_with_their_cause_and_counted_against_th
     vision = vision.model_copy(update={"members": [m.model_copy(update={"vision": True}) for m in vision.members]})
     empty_store = MediaStore(str(tmp_path / "media"))  # the claims' image is not in it: reading it raises
     log = Log()
-    out, stats = rectify_all(_compromised(stub, tmp_path, 3), {"r1": ARTICLE}, vision, PipelineResource(), empty_store, log)
+    out, stats = rectify_all(_compromised(stub, tmp_path, 3), {"r1": ARTICLE}, vision, EVERY, empty_store, log)
     assert len(out) == 3 and all(c.variant == "original" for c in out)  # the originals stay
     assert stats.extra["not_rectified/error:FileNotFoundError"] == 3
     failed = [w for w in log.warnings if "error:FileNotFoundError" in w]
     assert len(failed) == 3 and "pp/p.jpg" in failed[0] and "dagster_project/resources/media.py:" in failed[0]
     with pytest.raises(ErrorBudgetExceeded, match="rectified_claims: 6 of 6 records failed .*error:FileNotFoundError x6"):
-        rectify_all(_compromised(stub, tmp_path, 6), {"r1": ARTICLE}, vision, PipelineResource(), empty_store)
+        rectify_all(_compromised(stub, tmp_path, 6), {"r1": ARTICLE}, vision, EVERY, empty_store)
 
 
 def test_a_writer_that_checks_its_own_rewrite_is_recorded(stub, tmp_path):  # noqa: F811
     originals = _compromised(stub, tmp_path, 1)
     log = Log()
     alone = resource(stub, tmp_path, ("agree",))
-    _, stats = rectify_all(originals, {"r1": ARTICLE}, alone, PipelineResource(min_ratings=1), None, log)
+    _, stats = rectify_all(originals, {"r1": ARTICLE}, alone, PipelineResource(min_ratings=1, rectify="all"), None, log)
     assert stats.extra["rectify/self_checked"] is True
     assert stats.extra["rectify/writer"] == stats.extra["rectify/checker"] == "r0-agree"
     assert any("checks its own rewrites" in w for w in log.warnings)
-    _, stats = rectify_all(originals, {"r1": ARTICLE}, resource(stub, tmp_path), PipelineResource(), None)
+    _, stats = rectify_all(originals, {"r1": ARTICLE}, resource(stub, tmp_path), EVERY, None)
     assert stats.extra["rectify/self_checked"] is False and stats.extra["rectify/checker"] != stats.extra["rectify/writer"]
 
 
@@ -124,5 +124,5 @@ def test_a_claim_without_evidence_is_a_drop_reason_not_rated_from_memory(stub, t
     assert len(asked) == 3  # one claim, three members, one question (a false claim skips context coverage)
     assert all("2019 protest in Paris" in b["messages"][-1]["content"] for _, b in asked)  # each with its evidence
     originals = _compromised(stub, tmp_path, 1)
-    _, stats = rectify_all(originals, {}, llm, PipelineResource(), None)
+    _, stats = rectify_all(originals, {}, llm, EVERY, None)
     assert stats.extra["not_rectified/no_evidence"] == 1 and stats.extra.get("rectified", 0) == 0

@@ -66,6 +66,7 @@ def claim(text, media=()):
 
 PHOTO = Medium(medium_id="p" * 64, kind="image", path="images/pp/p.jpg", width=640, height=480, alt="crowd")
 PIPELINE = PipelineResource()
+EVERY = PipelineResource(rectify="all")  # one claim makes no release: on demand, none would be rewritten
 
 
 def asked(stub, before: int) -> list[str]:
@@ -120,7 +121,7 @@ ARTICLE = Article(review_id="r1", review_url="https://fullfact.org/x", final_url
 def test_rectification_rescores_to_intact_and_links_both_ways(stub, tmp_path):
     llm = resource(stub, tmp_path)
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
-    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, PIPELINE, None)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None)
     assert [c.variant for c in out] == ["original", "rectified"]
     first, second = out
     assert first.variant_of == second.claim_id and second.variant_of == first.claim_id
@@ -132,7 +133,7 @@ def test_the_rewrite_is_checked_by_another_member_than_its_writer(stub, tmp_path
     llm = resource(stub, tmp_path, ("agree", "checker", "agree3"))
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
     before = len(stub.requests)
-    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, PIPELINE, None)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None)
     assert stats.extra["rectified"] == 1
     roles = [(mode, body["messages"][0]["content"].split(".")[0]) for mode, body in stub.requests[before:]]
     assert ("agree", "You turn a compromised claim into one true, stand-alone, shareable assertion that keeps the claim's media") in roles
@@ -143,6 +144,6 @@ def test_a_rewrite_that_leaves_the_claims_language_is_not_kept(stub, tmp_path):
     llm = resource(stub, tmp_path)
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
     german = original.model_copy(update={"language": "de", "text": "<image:0> Menschenmenge gestern in Hongkong"})
-    out, stats = rectify_all([german], {"r1": ARTICLE}, llm, PIPELINE, None)  # the writer answers in English
+    out, stats = rectify_all([german], {"r1": ARTICLE}, llm, EVERY, None)  # the writer answers in English
     assert [c.variant for c in out] == ["original"]
     assert stats.extra["not_rectified/rewrite_language_changed"] == 1

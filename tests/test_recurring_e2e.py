@@ -26,8 +26,9 @@ def backfill(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("recurring")
     records = load_records(prefer_shared=False)
-    earlier = generate(folder / EARLIER, QuarterConfig(quarter=EARLIER, reviews=SHARED, video_share=0.0), records)
-    later = generate(folder / LATER, QuarterConfig(quarter=LATER, reviews=REVIEWS, video_share=0.0), records)
+    quarter = lambda label, n: QuarterConfig(quarter=label, reviews=n, video_share=0.0, label_mix="balanced")  # noqa: E731
+    earlier = generate(folder / EARLIER, quarter(EARLIER, SHARED), records)
+    later = generate(folder / LATER, quarter(LATER, REVIEWS), records)
     shared = set(earlier["claims"]) & set(later["claims"])
     # the panel answers by claim text: a shared claim takes the later quarter's planted truth (the generator may
     # have drawn it another category), and the panel knows both quarters' review pages

@@ -13,6 +13,7 @@ from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evide
 from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import LeakVocabulary, check_claim_text, with_media_refs
 from assets.claims.scored_claims import score_claim
+from assets.release.demand import DemandPlan
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
@@ -105,12 +106,24 @@ def rectify_all(
                 raise
             return None, RecordError.of(err)
 
-    work = prefetch([c for c in claims if c.integrity.label == "compromised"], attempt, llm.parallel_claims)
+    compromised = [c for c in claims if c.integrity.label == "compromised"]
+    if pipeline.rectify == "all":
+        work = prefetch(compromised, attempt, llm.parallel_claims)
+        outcomes = {c.claim_id: work(c) for c in compromised}
+    elif pipeline.rectify == "demand":
+        outcomes = rectify_on_demand(claims, attempt, llm.parallel_claims, pipeline, stats, log)
+    else:
+        raise ValueError(f"stages.rectify must be demand or all, not {pipeline.rectify!r}")
+    stats.extra["rectify/mode"] = pipeline.rectify
+    stats.extra["rectify/attempted"] = len(outcomes)
 
     def one(claim: ScoredClaim):
         if claim.integrity.label != "compromised":
             return claim, ""
-        rectified, reason = work(claim)
+        if claim.claim_id not in outcomes:
+            count(stats, "not_rectified/not_needed_for_release")
+            return claim, ""
+        rectified, reason = outcomes[claim.claim_id]
         if isinstance(reason, RecordError):
             budget.note(claim, reason)
         if rectified is None:
@@ -121,6 +134,43 @@ def rectify_all(
     out = map_records(STAGE, claims, one, stats, log)
     stats.extra["rectified"] = sum(c.variant == "rectified" for c in out)
     return out, stats
+
+
+def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipeline: PipelineResource,
+                      stats: StageYield, log=None) -> dict[str, tuple]:
+    """Rewrites, round by round, only the Compromised claims the release needs as Intact variants (DemandPlan): each
+    round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
+    stops once the selection reaches its target, or when no candidate is left. Returns claim id -> outcome of every
+    rewrite made."""
+    plan = DemandPlan(claims, pipeline)
+    outcomes: dict[str, tuple] = {}
+    variants: list[ScoredClaim] = []
+    left = list(plan.candidates)
+    planned = needed = plan.needed([], left)
+    rounds = 0
+    while needed and left:
+        batch = left[: plan.batch(needed, len(outcomes), len(variants))]
+        left = left[len(batch):]
+        work = prefetch(batch, attempt, parallel)
+        for claim in batch:
+            outcomes[claim.claim_id] = work(claim)
+            if outcomes[claim.claim_id][0] is not None:
+                variants.append(outcomes[claim.claim_id][0])
+        rounds += 1
+        needed = plan.needed(variants, left)
+        if log:
+            log.info(f"{STAGE}: round {rounds}: {len(variants)} of {len(outcomes)} rewrites held; "
+                     + (f"{needed} more variants needed, {len(left)} candidates left" if needed else "enough for the release"))
+    reached = plan.feasible(variants)
+    if reached < plan.target and log:
+        log.warning(f"{STAGE}: the rewrites that held reach a release of {reached}, short of the {plan.target} that "
+                    f"every rewrite holding would allow: {len(outcomes) - len(variants)} of {len(outcomes)} failed")
+    stats.extra.update({
+        "rectify/target_size": plan.target, "rectify/size_without": plan.without, "rectify/size_reached": reached,
+        "rectify/planned": planned, "rectify/rounds": rounds,
+        "rectify/success_rate": round(len(variants) / len(outcomes), 4) if outcomes else 0.0,
+    })
+    return outcomes
 
 
 rectified_claims = llm_claim_asset(

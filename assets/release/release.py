@@ -136,11 +136,16 @@ def plan_sizes(
 
 
 def select_release(
-    claims: list[ScoredClaim], size: int, media_share: float, similarity: float, phash_max_distance: int = -1
+    claims: list[ScoredClaim], size: int, media_share: float, similarity: float, phash_max_distance: int = -1,
+    dedupe: bool = True,
 ) -> tuple[list[ScoredClaim], dict]:
     """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant;
-    exactly ``size`` claims when the pool allows it, and never more than media_share of them with media."""
-    pool, duplicates = remove_near_duplicates(sorted(claims, key=_order), similarity, phash_max_distance)
+    exactly ``size`` claims when the pool allows it, and never more than media_share of them with media.
+    ``dedupe`` off: the claims are free of near-duplicates already (the rectification plan's pool)."""
+    if dedupe:
+        pool, duplicates = remove_near_duplicates(sorted(claims, key=_order), similarity, phash_max_distance)
+    else:
+        pool, duplicates = sorted(claims, key=_order), 0
     originals = [c for c in pool if c.variant == "original"]
     by_id = {c.claim_id: c for c in pool}
     compromised = [c for c in originals if c.integrity.label == "compromised"]

@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import random
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -61,6 +62,22 @@ FALLBACK_PUBLISHERS = {
 RECTIFY_TEMPLATE = {"en": "There is no evidence that {claim}", "ar": "لا يوجد دليل على أن {claim}"}
 MAX_CLAIM_WORDS = 55  # the rectified rewrite adds a few words and must stay within 70
 SIM_PATH = "veritas-sim"
+# A textual rating's category, by the words fact-checkers use (English and Arabic, the records' languages): a mixed
+# or unproven verdict is Unknown, a negated "true" is not true, a true one is Intact; any other rating says the claim
+# is wrong: out of context for an image claim, false for the others.
+MIXED_RATING = re.compile(r"partly|partially|half|mixture|unproven|not enough|unverified|غير مثبت|جزئي|نصف", re.I)
+NEGATED_TRUE = re.compile(r"not true|untrue|غير صحيح|مش حقيقي|ليس صحيح", re.I)
+TRUE_RATING = re.compile(r"^\s*(true|correct|accurate|supported|صحيح|حقيقي)\s*$", re.I)
+
+
+def planted_category(record: dict) -> str:
+    """The planted category of a real record from its textual rating (see MIXED_RATING and its neighbours)."""
+    rating = str(record.get("rating") or "")
+    if MIXED_RATING.search(rating):
+        return "unknown"
+    if not NEGATED_TRUE.search(rating) and TRUE_RATING.search(rating):
+        return "intact"
+    return "compromised_ooc" if record.get("image_claim") else "compromised_veracity"
 
 
 @dataclass
@@ -68,6 +85,9 @@ class QuarterConfig:
     quarter: str = "2025Q3"
     reviews: int = 4000
     seed: int = 13
+    # "real": each claim's planted category follows its record's own textual rating (planted_category), so the
+    # quarter is as one-sided as the fact-checkers' ratings are; "balanced": drawn from ``shares``
+    label_mix: str = "real"
     shares: dict = field(default_factory=lambda: {
         "intact": 0.30, "compromised_veracity": 0.30, "compromised_ooc": 0.25, "unknown": 0.15})
     media_share: float = 0.5  # of the claims that are not out of context: a post with an image or a video
@@ -303,6 +323,8 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     domains = registry_domains()
+    if config.label_mix not in ("real", "balanced"):
+        raise ValueError(f"label_mix must be real or balanced, not {config.label_mix!r}")
     picked = pick_records(records, config, domains)
     rng = random.Random(config.seed * 7919 + 1)
     walls = random.Random(config.seed * 7919 + 2)  # the walls' own draws (see QuarterConfig.walled_share)
@@ -317,7 +339,9 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
         key = claim_key(rec["claim"])
         fresh = key not in truth
         if fresh:
-            category = rng.choices(cats, weights)[0]
+            category = rng.choices(cats, weights)[0]  # drawn either way: the rest of the quarter stays the same
+            if config.label_mix == "real":
+                category = planted_category(rec)
             media = category == "compromised_ooc" or rng.random() < config.media_share
             truth[key] = {"claim": rec["claim"], "language": rec["language"], "category": category,
                           "bin3": BIN3[category], "decisive_property": DECISIVE[category], "media": media,

@@ -1,0 +1,108 @@
+"""Issue 27: stage 7 rewrites only the Compromised claims the release will use (stages.rectify: demand), in the order
+the release prefers them, round by round at the quarter's own success rate; the rest are not_needed_for_release.
+The raters are scripted on loopback (tests/test_rating_flow.py's): a rewrite of a claim marked SHAKY fails its check."""
+
+import json
+import random
+
+import pytest
+
+from assets.claims.rectified_claims import rectify_all
+from assets.claims.scored_claims import score_claim
+from assets.release.demand import DemandPlan, hypothetical_variant
+from assets.release.release import select_release
+from dagster_project.config import PipelineResource
+from dagster_project.simulation.openai_stub import serving
+from schemas.records import Integrity
+from tests.test_rating_flow import ARTICLE, PHOTO, _key, claim, resource, scripted  # noqa: F401 - its key fixture
+
+WORDS = ("harbour lantern quarry violin meadow tundra saffron glacier orchid pylon compass ember falcon walnut cobalt "
+         "mosaic thistle canyon beacon raven delta piston marble willow oyster juniper bronze citadel nebula prairie "
+         "lagoon summit velvet anchor cedar").split()
+
+
+def shaky(mode: str, body: dict):
+    """The scripted raters, except that the checker finds a rewrite of a SHAKY claim inconsistent."""
+    if "You check a rewritten claim" in body["messages"][0]["content"] and "SHAKY" in body["messages"][-1]["content"]:
+        return 200, json.dumps({"consistent": "no", "shareable": "yes"})
+    return scripted(mode, body)
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with serving(shaky) as s:
+        yield s
+
+
+def rewrites(stub, since: int) -> int:
+    return sum("You turn a compromised claim" in body["messages"][0]["content"] for _, body in stub.requests[since:])
+
+
+def text(i: int) -> str:
+    words = random.Random(i).sample(WORDS, 7)  # distinct word sets: no two claims are near-duplicates
+    return f"The {words[0]} of {words[1]} shows {words[2]} {words[3]} near {words[4]} {words[5]} {words[6]} {i}"
+
+
+def pool(stub, tmp_path, intact: int, compromised: int, unknown: int, shaky_every: int = 0):
+    """Scored claims: the Compromised ones copies of one scored through the raters (their rewrites go to the
+    stub), the Intact and Unknown ones set directly (they are never rewritten)."""
+    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e",
+                              resource(stub, tmp_path), PipelineResource(), None)
+    claims = []
+    for i in range(intact + compromised + unknown):
+        kind = "intact" if i < intact else "compromised" if i < intact + compromised else "unknown"
+        marker = " SHAKY" if kind == "compromised" and shaky_every and i % shaky_every == 0 else ""
+        update = {"claim_id": f"c{i:03d}", "review_id": f"r{i:03d}", "text": text(i) + marker, "media": []}
+        if kind != "compromised":
+            update["integrity"] = Integrity(score=1.0 if kind == "intact" else 0.0, decisive_property="veracity",
+                                            label=kind)
+        claims.append(original.model_copy(update=update))
+    articles = {c.review_id: ARTICLE.model_copy(update={"review_id": c.review_id}) for c in claims}
+    return claims, articles
+
+
+def test_the_plan_counts_the_variants_the_release_lacks(stub, tmp_path):
+    claims, _ = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
+    plan = DemandPlan(claims, PipelineResource(release_size=20))
+    assert (plan.without, plan.target) == (11, 20)  # 5 pairs and 1 Unknown; with variants, the full 20
+    k = plan.needed([], plan.candidates)
+    assert k == 4  # 9 pairs: 5 natural Intact + 4 variants, 9 of the other 26 Compromised
+    variants = [hypothetical_variant(c) for c in plan.candidates[:k]]
+    linked = {v.variant_of: v.claim_id for v in variants}  # as stage 7 links an original to its variant
+    originals = [c.model_copy(update={"variant_of": linked.get(c.claim_id, "")}) for c in claims]
+    chosen, report = select_release(originals + variants, 20, 0.8, 92)
+    assert report["feasible_size"] == 20 and {c.claim_id for c in variants} <= {c.claim_id for c in chosen}
+    # the release's own Compromised picks are the last candidates: none of the rewritten ones is picked as one
+    picked = {c.claim_id for c in chosen if c.integrity.label == "compromised"}
+    assert not picked & {c.claim_id for c in plan.candidates[:k]}
+    # a pool that balances without rewrites needs none
+    assert DemandPlan(claims, PipelineResource(release_size=10)).needed([], plan.candidates) == 0
+
+
+def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
+    claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
+    pipeline = PipelineResource(release_size=20)
+    llm = resource(stub, tmp_path)
+    before = len(stub.requests)
+    out, stats = rectify_all(claims, articles, llm, pipeline, None)
+    assert rewrites(stub, before) == 4  # prompts to the writer
+    assert stats.extra["rectify/attempted"] == stats.extra["rectify/planned"] == 4 and stats.extra["rectify/rounds"] == 1
+    assert stats.extra["not_rectified/not_needed_for_release"] == 26 and stats.extra["rectified"] == 4
+    assert stats.extra["rectify/size_reached"] == stats.extra["rectify/target_size"] == 20
+    _, report = select_release(out, 20, 0.8, 92, dedupe=False)  # the rewrites all say the same: no dedupe here
+    assert report["feasible_size"] == 20
+    before = len(stub.requests)
+    _, every = rectify_all(claims, articles, resource(stub, tmp_path / "all"), PipelineResource(release_size=20,
+                                                                                                rectify="all"), None)
+    assert every.extra["rectify/attempted"] == 30 and every.extra["rectified"] == 30
+    assert rewrites(stub, before) == 30
+
+
+def test_when_rewrites_fail_it_goes_on_at_the_rate_it_measured(stub, tmp_path):
+    claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4, shaky_every=2)
+    out, stats = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None)
+    held = stats.extra["rectified"]
+    assert held >= 4 and stats.extra["rectify/rounds"] >= 2  # the first round's failures called for another
+    assert stats.extra["rectify/size_reached"] == 20
+    assert stats.extra["not_rectified/inconsistent"] == stats.extra["rectify/attempted"] - held
+    assert stats.extra["rectify/attempted"] < 30 and stats.extra["not_rectified/not_needed_for_release"] > 0
