@@ -3,6 +3,7 @@
     .venv/bin/python bench/rehearsal.py [--reviews 4000] [--release-size 1000] [--latency 0.5]
                                         [--parallel-claims 48] [--max-parallel 16] [--out DIR] [--skip-kill]
                                         [--figures-only | --kill-only] [--seed-cache EARLIER_OUT]
+                                        [--label-mix real|balanced] [--rectify demand|all]
 
 1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data (or VERITAS_SHARED_DATA; it stops
    when neither is there) and starts the panel on loopback.
@@ -89,6 +90,35 @@ def ledger(cache: Path, stage: str) -> dict:
     return {"calls": row[0], "model_calls": row[1], "tokens": row[2], "cost": row[3]}
 
 
+def real_prices() -> list[tuple[str, float, float]]:
+    """(name, USD per input token, per output token) of veritas.real.yaml's members, from litellm's bundled cost map."""
+    import yaml
+
+    from dagster_project.resources.llm import _import_litellm
+
+    members = yaml.safe_load((ROOT / "veritas.real.yaml").read_text())["llm"]["members"]
+    out = []
+    for m in members:
+        info = _import_litellm().get_model_info(model=m["model"])
+        out.append((m["name"], float(info["input_cost_per_token"]), float(info["output_cost_per_token"])))
+    return out
+
+
+def cost_at_real_prices(cache: Path, members: list[str]) -> tuple[float, str]:
+    """The run's paid tokens priced as if veritas.real.yaml's members had answered: the first (writer, filter,
+    chooser) member's at the first real member's prices, the other raters' at the real members' mean prices."""
+    real = real_prices()
+    with sqlite3.connect(cache) as db:
+        rows = db.execute("SELECT member, SUM(prompt_tokens), SUM(completion_tokens) FROM llm_ledger WHERE cache_hit=0"
+                          " GROUP BY member").fetchall()
+    mean_in, mean_out = (sum(r[i] for r in real) / len(real) for i in (1, 2))
+    total = 0.0
+    for member, prompt, completion in rows:
+        pin, pout = (real[0][1], real[0][2]) if member == members[0] else (mean_in, mean_out)
+        total += prompt * pin + completion * pout
+    return total, f"{real[0][0]} for {members[0]}, the mean of {', '.join(r[0] for r in real)} for the others"
+
+
 def release_digest(folder: Path) -> dict[str, str]:
     """sha256 of every release file but the manifest and the zip (they carry the run's time and version)."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
@@ -106,7 +136,8 @@ def kill_check(out: Path, qdir: Path, q: str, server: PanelServer, args, half: i
     kill_dir.mkdir()
     kill_cfg = write_config(kill_dir, qdir, server, release_size=args.release_size,
                             parallel_claims=args.parallel_claims, max_parallel=args.max_parallel,
-                            data_dir=out / "main" / "data", cache_path=kill_dir / "llm_cache.sqlite")
+                            data_dir=out / "main" / "data", cache_path=kill_dir / "llm_cache.sqlite",
+                            stages={"rectify": args.rectify})
     main_digest = release_digest(latest_release(out / "main" / "data", q))
     panel.forget_answers()
     before = panel.counters()
@@ -141,12 +172,15 @@ def main() -> int:
     ap.add_argument("--skip-kill", action="store_true")
     ap.add_argument("--figures-only", action="store_true", help="the run's figures; no swap-ties, warm or kill -9 run")
     ap.add_argument("--kill-only", action="store_true", help="only the kill -9 check, on the run already in --out")
+    ap.add_argument("--label-mix", choices=("real", "balanced"), default="real",
+                    help="planted labels from the records' own ratings (real) or from fixed shares (balanced)")
+    ap.add_argument("--rectify", choices=("demand", "all"), default="demand", help="stages.rectify")
     ap.add_argument("--seed-cache", default="", help="an earlier run's --out: its quarter (the same records) and its LLM "
                     "and OCR caches, so that what changes is the code's doing alone (compare the releases with "
                     "bench/release_diff.py)")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="veritas-rehearsal-"))
-    quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed)
+    quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed, label_mix=args.label_mix)
     q = quarter_cfg.quarter
     panel_cfg = PanelConfig(latency_median_s=args.latency, seed=args.seed)
     print(f"SIMULATED quarter {q}: {args.reviews} reviews, release {args.release_size}, panel median "
@@ -174,7 +208,8 @@ def main() -> int:
     with PanelServer(truth, panel_cfg) as server:
         panel = server.panel
         config = write_config(out / "main", qdir, server, release_size=args.release_size,
-                              parallel_claims=args.parallel_claims, max_parallel=args.max_parallel)
+                              parallel_claims=args.parallel_claims, max_parallel=args.max_parallel,
+                              stages={"rectify": args.rectify})
         cache = out / "main" / "data" / "llm_cache.sqlite"
         if args.seed_cache:
             cache.parent.mkdir(parents=True, exist_ok=True)
@@ -208,7 +243,10 @@ def main() -> int:
         total_calls = sum(r["served"] for r in rows.values())
         total_cost = sum(r["cost"] for r in rows.values())
         print(f"\nrelease (SIMULATED): {json.dumps({k: v for k, v in result.items() if k != 'wrong'})}")
-        print(f"calls per released claim {total_calls / n:.1f}, cost per released claim ${total_cost / n:.5f}")
+        tokens = sum(r["tokens"] for r in rows.values())
+        real_cost, priced_as = cost_at_real_prices(cache, [m.name for m in panel_cfg.members])
+        print(f"per released claim: {total_calls / n:.1f} model calls, {tokens / n:,.0f} tokens, ${total_cost / n:.5f} "
+              f"at the simulated prices, ${real_cost / n:.5f} at veritas.real.yaml's (litellm's cost map; {priced_as})")
         problems = validate_release(release)
         print(f"format and order check: {'passed' if not problems else problems[:5]}")
         for line in integrity_summary(json.loads((release / "manifest.json").read_text())):
