@@ -305,18 +305,26 @@ class Recoverer:
                 return appearance, [video]
             failed(platforms.YTDLP, err)
         ask = platforms.Ask(self.web, settings, original, platform, when, page_media) if original else None
-        for way in platforms.ways_before(platform, settings) if ask else []:
-            outcome = self._try_way(way, ask, downloaded)
-            if isinstance(outcome, str):
-                if outcome != "not_configured":  # a paid backend without its key is not tried at all
-                    failed(way, outcome)
-                continue
-            found, media = outcome
-            if media:
-                served(way, found.url, found.text)
-                return appearance, media
-            appearance.attempts.append(f"{way}:text_only")
-            text_only = text_only or (way, found.url, found.text)
+
+        def through(ways: list[str]) -> list[Medium]:
+            """The media of the first of ``ways`` that serves some; a way with text only is remembered."""
+            nonlocal text_only
+            for way in ways if ask else []:
+                outcome = self._try_way(way, ask, downloaded)
+                if isinstance(outcome, str):
+                    if outcome != "not_configured":  # a paid backend without its key is not tried at all
+                        failed(way, outcome)
+                    continue
+                found, media = outcome
+                if media:
+                    served(way, found.url, found.text)
+                    return media
+                appearance.attempts.append(f"{way}:text_only")
+                text_only = text_only or (way, found.url, found.text)
+            return []
+
+        if media := through(platforms.ways_before(platform, settings)):
+            return appearance, media
         pages = [(platforms.PAGE, original), (platforms.LINKED_ARCHIVE, archive)]
         for way, url in [(w, u) for w, u in pages if u]:
             page = self.web.fetch(url, reuse=True)
@@ -337,17 +345,8 @@ class Recoverer:
                 return appearance, media
             appearance.attempts.append(f"{way}:text_only")  # e.g. an X shell page: no media in its HTML
             text_only = text_only or (way, url, text)
-        for way in platforms.ways_after(settings) if ask else []:
-            outcome = self._try_way(way, ask, downloaded)
-            if isinstance(outcome, str):
-                failed(way, outcome)
-                continue
-            found, media = outcome
-            if media:
-                served(way, found.url, found.text)
-                return appearance, media
-            appearance.attempts.append(f"{way}:text_only")
-            text_only = text_only or (way, found.url, found.text)
+        if media := through(platforms.ways_after(settings)):
+            return appearance, media
         if text_only is not None:
             way, url, text = text_only
             appearance.status, appearance.fetched_url, appearance.text, appearance.way = "ok", url, text, way
