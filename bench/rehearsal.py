@@ -119,6 +119,21 @@ def cost_at_real_prices(cache: Path, members: list[str]) -> tuple[float, str]:
     return total, f"{real[0][0]} for {members[0]}, the mean of {', '.join(r[0] for r in real)} for the others"
 
 
+def quarter_plan(config: str, quarter: str) -> dict:
+    """`veritas plan` for the quarter, from its tables after stage 4, as a maintainer would print it before stage 5."""
+    from dagster_project.commands.plan import build_plan, format_plan
+    from dagster_project.config import PipelineResource, load_config
+    from dagster_project.resources.llm import LLMResource
+    from dagster_project.resources.store import StoreResource
+
+    cfg = load_config(config)
+    llm = LLMResource(**cfg["llm"])
+    llm.set_quarter(quarter)
+    plan = build_plan(llm, PipelineResource(**cfg["stages"]), StoreResource(**cfg["store"]), quarter)
+    print("\n".join("  " + line for line in format_plan(plan).splitlines()[:9]), flush=True)
+    return plan
+
+
 def release_digest(folder: Path) -> dict[str, str]:
     """sha256 of every release file but the manifest and the zip (they carry the run's time and version)."""
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
@@ -237,6 +252,8 @@ def main() -> int:
             if not r["ok"]:
                 print(r["stderr_tail"])
                 return 1
+            if stage == "appearances":  # stages 1-4 made no model call: what `veritas plan` predicts for the rest
+                plan = quarter_plan(config, q)
         release = latest_release(out / "main" / "data", q)
         result = agreement(release, truth)
         n = max(1, result["claims"])
@@ -247,6 +264,16 @@ def main() -> int:
         real_cost, priced_as = cost_at_real_prices(cache, [m.name for m in panel_cfg.members])
         print(f"per released claim: {total_calls / n:.1f} model calls, {tokens / n:,.0f} tokens, ${total_cost / n:.5f} "
               f"at the simulated prices, ${real_cost / n:.5f} at veritas.real.yaml's (litellm's cost map; {priced_as})")
+        print("veritas plan (printed before stage 5) against the ledger of the run:")
+        for stage in plan["stages"]:
+            paid = rows.get(stage["stage"], {})
+            ratio = lambda a, b: f"x{a / b:.2f}" if b else "-"  # noqa: E731
+            print(f"  {stage['stage']:<18} calls {stage['calls']:>7,} planned / {paid.get('calls', 0):>7,} made "
+                  f"({ratio(stage['calls'], paid.get('calls', 0))}); cost ${stage['cost_usd']:.2f} / "
+                  f"${paid.get('cost', 0.0):.2f} ({ratio(stage['cost_usd'], paid.get('cost', 0.0))})")
+        made = sum(rows[s]["cost"] for s in rows)
+        print(f"  total              cost ${plan['total']['cost_usd']:.2f} planned / ${made:.2f} paid "
+              f"(x{plan['total']['cost_usd'] / made:.2f})" if made else "  total: nothing paid")
         problems = validate_release(release)
         print(f"format and order check: {'passed' if not problems else problems[:5]}")
         for line in integrity_summary(json.loads((release / "manifest.json").read_text())):
