@@ -94,9 +94,10 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     # stage 7 (upper bound: every claim Compromised): rewrite + check by the first member, then a full re-rating
     seven = stages["rectified_claims"]["by_member"]
     assert (seven["text"]["calls"], seven["eyes"]["calls"]) == (3 * 2 + 8, 8)
-    # the jobs: closed-book verifier and its judge, once per claim, by the first member
-    assert stages["predictions"]["calls"] == 3 and stages["evaluation"]["calls"] == 3
-    assert plan["total"]["calls"] == 5 + 16 + 22 + 3 + 3
+    # the jobs: the closed-book verifier once per claim, by the first member; the evaluation asks no model without
+    # its contamination check (the quarter's run makes none: the rehearsal's ledger has no evaluation call)
+    assert stages["predictions"]["calls"] == 3 and stages["evaluation"]["calls"] == 0
+    assert plan["total"]["calls"] == 5 + 16 + 22 + 3
     assert plan["total"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in plan["stages"]))
     assert plan["total"]["cost_complete"] is True
     assert plan["prices_per_m"] == {"text": [1.0, 4.0], "eyes": [2.0, 8.0]}

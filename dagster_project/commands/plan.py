@@ -121,13 +121,14 @@ class Planner:
                      "hybrid": 1 + max(0, p.verifier_questions - p.verifier_parallel_questions)}[p.verifier_strategy]
             per_claim = {"verifier_questions": plans, "verifier_answer": p.verifier_questions + 1}
         pred = Estimate("predictions", f"{n} release claims, {p.verifier_mode}")
-        evaluation = Estimate("evaluation", f"{n} release claims" + (", contamination check" if p.contamination_check else ""))
+        # the evaluation asset scores predictions without a model; only its contamination check asks one (the LLM
+        # judge is `veritas evaluate --judge-member`'s, outside the quarter's run)
+        evaluation = Estimate("evaluation", f"{n} release claims, contamination check" if p.contamination_check else
+                              "no model calls (no contamination check)")
         typical = 1500  # tokens of a verifier prompt with its evidence, when the ledger has seen none
         for template, calls in per_claim.items():
             pred.add(member, int(self.history.get(f"prompt:{template}", typical)), self.completion(member, template),
                      n * calls)
-        evaluation.add(member, int(self.history.get("prompt:verifier_judge", typical)),
-                       self.completion(member, "verifier_judge"), n)
         if p.contamination_check:
             for template in ("verifier_article", "verifier_statements"):
                 evaluation.add(member, int(self.history.get(f"prompt:{template}", typical)),
