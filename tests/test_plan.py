@@ -81,23 +81,28 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     assert stages["normalized_claims"]["by_member"]["eyes"]["calls"] == 0
     # stage 6 (upper bound: every claim kept): per member, a media rating per medium + veracity + coverage
     six = stages["scored_claims"]
-    assert six["basis"] == "upper bound: all 3 appearances rows kept by stage 5"
-    assert {m: v["calls"] for m, v in six["by_member"].items()} == {"text": 2 + 2 * 3, "eyes": 2 + 2 * 3}
-    # the same prompts; the vision member also pays the two images of claim 0 on each of its 4 calls
-    assert six["by_member"]["eyes"]["prompt_tokens"] - six["by_member"]["text"]["prompt_tokens"] == 4 * 2 * IMAGE_TOKENS
+    # the three are rated "excitement", "misleading", "misleading": the claim is wrong, so per member a media rating
+    # per medium and veracity, never context coverage (asked only where veracity comes out positive)
+    assert six["basis"] == "all 3 appearances rows kept by stage 5, questions as their ratings predict"
+    assert {m: v["calls"] for m, v in six["by_member"].items()} == {"text": 2 + 3, "eyes": 2 + 3}
+    # the same prompts; the vision member also pays the two images of claim 0 on each of its 3 calls
+    assert six["by_member"]["eyes"]["prompt_tokens"] - six["by_member"]["text"]["prompt_tokens"] == 3 * 2 * IMAGE_TOKENS
     # completion tokens: the ledger's average for rate_claim (20), max_tokens (300) for rate_media, never seen
-    assert six["by_member"]["text"]["completion_tokens"] == 2 * 300 + 6 * 20
+    assert six["by_member"]["text"]["completion_tokens"] == 2 * 300 + 3 * 20
     for member, price in (("text", TEXT), ("eyes", EYES)):
         v = six["by_member"][member]
         assert v["cost_usd"] == pytest.approx(v["prompt_tokens"] * price["input_cost_per_token"]
                                               + v["completion_tokens"] * price["output_cost_per_token"])
-    # stage 7 (upper bound: every claim Compromised): rewrite + check by the first member, then a full re-rating
-    seven = stages["rectified_claims"]["by_member"]
-    assert (seven["text"]["calls"], seven["eyes"]["calls"]) == (3 * 2 + 8, 8)
+    # stage 7 on demand: three Compromised claims and no Intact one make one pair with one variant; at 85% holding,
+    # two rewrites (claim 0, with media, first): rewrite + check by the first member, then a full re-rating
+    seven = stages["rectified_claims"]
+    assert seven["basis"] == ("3 claims labelled by their ratings; on demand: 1 variants lacking of 3 Compromised, "
+                              "2 rewrites at 85% holding")
+    assert (seven["by_member"]["text"]["calls"], seven["by_member"]["eyes"]["calls"]) == (2 * 2 + 4 + 2, 4 + 2)
     # the jobs: the closed-book verifier once per claim, by the first member; the evaluation asks no model without
     # its contamination check (the quarter's run makes none: the rehearsal's ledger has no evaluation call)
     assert stages["predictions"]["calls"] == 3 and stages["evaluation"]["calls"] == 0
-    assert plan["total"]["calls"] == 5 + 16 + 22 + 3
+    assert plan["total"]["calls"] == 5 + 10 + 16 + 3
     assert plan["total"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in plan["stages"]))
     assert plan["total"]["cost_complete"] is True
     assert plan["prices_per_m"] == {"text": [1.0, 4.0], "eyes": [2.0, 8.0]}
@@ -131,8 +136,8 @@ def test_plan_fits_each_members_evidence_to_its_budget(tmp_path, monkeypatch, ca
     whole, articles, _ = stage_six(128000, "wide")
     cut, _, config = stage_six(2000, "narrow")  # a budget of 1,000 tokens: half the window (evidence_context_share)
     assert cut["eyes"] == whole["eyes"]  # the other member still reads every article whole
-    # per claim, the text member's 2 property ratings (+ 2 media ratings for claim 0) lose what fit_evidence left out
-    text_calls = [4, 2, 2]
+    # per claim, the text member's veracity rating (+ 2 media ratings for claim 0) lose what fit_evidence left out
+    text_calls = [3, 1, 1]
     _, rows = plan_quarter(tmp_path / "rows", monkeypatch)[:2]
     # a cut article's prompt also says where parts were left out: the template's note, once per call
     note = re.search(r'\{% if "\[…\]" in evidence %\}(.*?)\{% endif %\}', (PROMPTS / "_evidence.j2").read_text(), re.S)

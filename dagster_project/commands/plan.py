@@ -9,9 +9,12 @@ its calls are the upper bound its upstream allows: every claim survives, every r
 
 import argparse
 import json
+import math
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+from assets.claims.ratings import rated_out_of_context, rating_category
 
 CHARS_PER_TOKEN = 4  # a rough, model-independent count: tokenizers are not shipped for every provider
 IMAGE_TOKENS = 1000  # what one image costs a vision member, roughly (providers price 85-1,600 per image)
@@ -88,12 +91,40 @@ class Planner:
             for prop in ("veracity", "context_coverage"):
                 self.ask(est, member, "rate_claim", media=media, property=prop, **base)
 
+    def expected_rate(self, est: Estimate, claim, evidence: dict[str, str]) -> None:
+        """The ratings stage 6 will ask of one claim, as its fact-checker's rating predicts them: every medium; then
+        veracity unless the rating says the media are out of context (their contextualization decides first); then
+        context coverage only where veracity will come out positive (a claim rated true)."""
+        media, date = claim.media, str(claim.claim_date or "")
+        for member in self.llm.member_names():
+            base = {"claim": claim.text, "language": claim.language, "claim_date": date, "evidence": evidence[member]}
+            for i, m in enumerate(media):
+                self.ask(est, member, "rate_media", media=media, medium_kind=m.kind, medium_index=i, **base)
+            if media and rated_out_of_context(claim.rating_text):
+                continue
+            self.ask(est, member, "rate_claim", media=media, property="veracity", **base)
+            if rating_category(claim.rating_text, False) == "intact":
+                self.ask(est, member, "rate_claim", media=media, property="context_coverage", **base)
+
     def score(self, claims, articles, basis: str) -> Estimate:
         est = Estimate("scored_claims", basis)
         for c in claims:
-            self.rate(est, c.text, c.media, c.language, str(c.claim_date or ""),
-                      self.evidence(articles.get(c.review_id), c.text))
+            self.expected_rate(est, c, self.evidence(articles.get(c.review_id), c.text))
         return est
+
+    def to_rewrite(self, scored) -> tuple[list, str]:
+        """The Compromised claims stage 7 will rewrite: all of them (rectify: all), or on demand the ones the release
+        lacks as Intact variants (DemandPlan), over the success rate a rewrite is expected to have."""
+        from assets.release.demand import DemandPlan
+
+        compromised = [c for c in scored if c.integrity.label == "compromised"]
+        if self.pipeline.rectify == "all":
+            return compromised, f"all {len(compromised)} Compromised"
+        demand = DemandPlan(scored, self.pipeline)
+        needed = demand.needed([], demand.candidates)
+        n = min(len(demand.candidates), math.ceil(needed / REWRITE_SUCCESS))
+        return demand.candidates[:n], (f"on demand: {needed} variants lacking of {len(compromised)} Compromised, "
+                                       f"{n} rewrites at {REWRITE_SUCCESS:.0%} holding")
 
     def rectify(self, claims, articles, basis: str) -> Estimate:
         est = Estimate("rectified_claims", basis)
@@ -134,6 +165,23 @@ class Planner:
                 evaluation.add(member, int(self.history.get(f"prompt:{template}", typical)),
                                self.completion(member, template), n)
         return [pred, evaluation]
+
+
+# the share of rewrites that hold (checked consistent and shareable, re-scored Intact): 1,459 of 1,714 on the
+# rehearsal of 2026-12-01 (bench/rehearsal.py, simulated panel)
+REWRITE_SUCCESS = 0.85
+EXPECTED_SCORE = {"intact": 1.0, "unknown": 0.0, "compromised_veracity": -1.0, "compromised_ooc": -1.0}
+
+
+def expected_scored(claim):
+    """A normalized claim as stage 6 is expected to score it: its fact-checker's rating's category."""
+    from schemas.records import Integrity, ScoredClaim
+
+    category = rating_category(claim.rating_text, bool(claim.media) and rated_out_of_context(claim.rating_text))
+    label = "compromised" if category.startswith("compromised") else category
+    decisive = "contextualization" if category == "compromised_ooc" else "veracity"
+    return ScoredClaim(**claim.model_dump(), integrity=Integrity(score=EXPECTED_SCORE[category],
+                                                                 decisive_property=decisive, label=label))
 
 
 def ledger_history(llm) -> dict[str, float]:
@@ -187,16 +235,17 @@ def build_plan(llm, pipeline, store, quarter: str) -> dict:
     if normalized is None:  # upper bound: every appearance becomes a claim with its first media
         claims = [NormalizedClaim(claim_id=c.review_id, review_id=c.review_id, quarter=quarter, text=c.claim_text,
                                   original_text=c.claim_text, normalization="original", language=c.language,
-                                  claim_date=c.claim_date, review_url=c.review_url,
+                                  claim_date=c.claim_date, review_url=c.review_url, rating_text=c.rating_text,
                                   media=c.media[: pipeline.max_media]) for c in appearances if c.claim_text]
-        basis6 = f"upper bound: all {len(claims)} appearances rows kept by stage 5"
+        basis6 = f"all {len(claims)} appearances rows kept by stage 5, questions as their ratings predict"
     else:
         claims, basis6 = normalized, f"{len(normalized)} normalized_claims rows"
-    if scored is None:
-        compromised, basis7 = claims, f"upper bound: all {len(claims)} claims Compromised"
+    if scored is None:  # each claim labelled as its fact-checker's rating predicts
+        scored, source = [expected_scored(c) for c in claims], f"{len(claims)} claims labelled by their ratings"
     else:
-        compromised = [c for c in scored if c.integrity.label == "compromised"]
-        basis7 = f"{len(compromised)} Compromised of {len(scored)} scored_claims rows"
+        source = f"{len(scored)} scored_claims rows"
+    compromised, how = planner.to_rewrite(scored)
+    basis7 = f"{source}; {how}"
     estimates = [planner.normalize(appearances, articles), planner.score(claims, articles, basis6),
                  planner.rectify(compromised, articles, basis7), *planner.jobs(len(claims))]
     price = prices(llm)

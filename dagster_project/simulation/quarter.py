@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import random
-import re
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -43,6 +42,7 @@ from dagster_project.simulation.pages import (
     video_mp4,
     x_shell_page,
 )
+from assets.claims.ratings import rating_category
 from dagster_project.simulation.records import claim_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,22 +62,10 @@ FALLBACK_PUBLISHERS = {
 RECTIFY_TEMPLATE = {"en": "There is no evidence that {claim}", "ar": "لا يوجد دليل على أن {claim}"}
 MAX_CLAIM_WORDS = 55  # the rectified rewrite adds a few words and must stay within 70
 SIM_PATH = "veritas-sim"
-# A textual rating's category, by the words fact-checkers use (English and Arabic, the records' languages): a mixed
-# or unproven verdict is Unknown, a negated "true" is not true, a true one is Intact; any other rating says the claim
-# is wrong: out of context for an image claim, false for the others.
-MIXED_RATING = re.compile(r"partly|partially|half|mixture|unproven|not enough|unverified|غير مثبت|جزئي|نصف", re.I)
-NEGATED_TRUE = re.compile(r"not true|untrue|غير صحيح|مش حقيقي|ليس صحيح", re.I)
-TRUE_RATING = re.compile(r"^\s*(true|correct|accurate|supported|صحيح|حقيقي)\s*$", re.I)
-
-
 def planted_category(record: dict) -> str:
-    """The planted category of a real record from its textual rating (see MIXED_RATING and its neighbours)."""
-    rating = str(record.get("rating") or "")
-    if MIXED_RATING.search(rating):
-        return "unknown"
-    if not NEGATED_TRUE.search(rating) and TRUE_RATING.search(rating):
-        return "intact"
-    return "compromised_ooc" if record.get("image_claim") else "compromised_veracity"
+    """The planted category of a real record: its textual rating's (assets/claims/ratings.py), out of context for
+    an image claim that is not rated true."""
+    return rating_category(str(record.get("rating") or ""), bool(record.get("image_claim")))
 
 
 @dataclass
