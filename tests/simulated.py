@@ -15,8 +15,8 @@ import pytest
 
 QUARTER = "2025Q3"
 REVIEWS, RELEASE = 300, 100
-# every Compromised claim is rewritten, so that the test quarter's stage 7 has work: its release needs no variant
-# (the balanced mix), and on demand it would rewrite none (tests/test_rectify_demand.py covers demand)
+# every Compromised claim is rewritten (119 rewrites), as the funnel and the kill and backfill checks expect; the
+# release takes 8 of the variants (tests/test_rectify_demand.py covers rectification on demand)
 STAGES = {"rectify": "all"}
 SIM_KEY = {"VERITAS_SIM_KEY": "sk-simulated"}
 PANEL_FAULTS = {"rate_limit": 0.01, "server_error": 0.005, "malformed": 0.005, "refusal": 0.002}
