@@ -14,8 +14,6 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from assets.claims.ratings import rated_out_of_context, rating_category
-
 CHARS_PER_TOKEN = 4  # a rough, model-independent count: tokenizers are not shipped for every provider
 IMAGE_TOKENS = 1000  # what one image costs a vision member, roughly (providers price 85-1,600 per image)
 MODEL_STAGES = ("normalized_claims", "scored_claims", "rectified_claims", "predictions", "evaluation")
@@ -95,6 +93,8 @@ class Planner:
         """The ratings stage 6 will ask of one claim, as its fact-checker's rating predicts them: every medium; then
         veracity unless the rating says the media are out of context (their contextualization decides first); then
         context coverage only where veracity will come out positive (a claim rated true)."""
+        from assets.claims.ratings import rated_out_of_context, rating_category
+
         media, date = claim.media, str(claim.claim_date or "")
         for member in self.llm.member_names():
             base = {"claim": claim.text, "language": claim.language, "claim_date": date, "evidence": evidence[member]}
@@ -175,6 +175,7 @@ EXPECTED_SCORE = {"intact": 1.0, "unknown": 0.0, "compromised_veracity": -1.0, "
 
 def expected_scored(claim):
     """A normalized claim as stage 6 is expected to score it: its fact-checker's rating's category."""
+    from assets.claims.ratings import rated_out_of_context, rating_category
     from schemas.records import Integrity, ScoredClaim
 
     category = rating_category(claim.rating_text, bool(claim.media) and rated_out_of_context(claim.rating_text))
