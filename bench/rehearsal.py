@@ -129,7 +129,8 @@ def quarter_plan(config: str, quarter: str) -> dict:
     cfg = load_config(config)
     llm = LLMResource(**cfg["llm"])
     llm.set_quarter(quarter)
-    plan = build_plan(llm, PipelineResource(**cfg["stages"]), StoreResource(**cfg["store"]), quarter)
+    plan = build_plan(llm, PipelineResource(**cfg["stages"]), StoreResource(**cfg["store"]), quarter,
+                      before_stage_5=True)
     print("\n".join("  " + line for line in format_plan(plan).splitlines()[:9]), flush=True)
     return plan
 

@@ -217,8 +217,9 @@ def prices(llm) -> dict[str, tuple[float | None, float | None]]:
     return out
 
 
-def build_plan(llm, pipeline, store, quarter: str) -> dict:
-    """The estimate for one quarter from whatever upstream tables it has, plus the ledger's earlier quarters."""
+def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False) -> dict:
+    """The estimate for one quarter from whatever upstream tables it has (``before_stage_5``: from stages 1-4's
+    only, as it read before any model call), plus the ledger's earlier quarters."""
     from assets.common import load_upstream
     from schemas.records import Article, ClaimAppearances, NormalizedClaim, ScoredClaim
 
@@ -231,13 +232,15 @@ def build_plan(llm, pipeline, store, quarter: str) -> dict:
                                 "appearances` first (stages 1-4 make no model calls)")
     articles = {a.review_id: a for a in table("articles", Article) or []}
     planner = Planner(llm, pipeline, ledger_history(llm))
-    normalized = table("normalized_claims", NormalizedClaim)
-    scored = table("scored_claims", ScoredClaim)
-    if normalized is None:  # upper bound: every appearance becomes a claim with its first media
+    normalized = None if before_stage_5 else table("normalized_claims", NormalizedClaim)
+    scored = None if before_stage_5 else table("scored_claims", ScoredClaim)
+    if normalized is None:  # every appearance becomes a claim, with the media of the post itself (stage 5 drops
+        # the article's own images: the fact-checker's graphics and stamps)
         claims = [NormalizedClaim(claim_id=c.review_id, review_id=c.review_id, quarter=quarter, text=c.claim_text,
                                   original_text=c.claim_text, normalization="original", language=c.language,
                                   claim_date=c.claim_date, review_url=c.review_url, rating_text=c.rating_text,
-                                  media=c.media[: pipeline.max_media]) for c in appearances if c.claim_text]
+                                  media=[m for m in c.media if m.origin == "appearance"][: pipeline.max_media])
+                  for c in appearances if c.claim_text]
         basis6 = f"all {len(claims)} appearances rows kept by stage 5, questions as their ratings predict"
     else:
         claims, basis6 = normalized, f"{len(normalized)} normalized_claims rows"
