@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import imageio_ffmpeg
 import numpy as np
 import pytest
 from PIL import Image
@@ -29,6 +28,7 @@ from dagster_project.resources.media import MediaStore
 from dagster_project.resources.web import WebResource
 from schemas.records import Article, TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply
+from tests.test_crawl_stages import _mp4  # the same 1 s clip the crawl tests serve
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "platforms"
 # hosts of the post pages and of the media the recordings name; the packet guard resolves them to 127.0.0.1
@@ -50,23 +50,6 @@ def _jpeg(seed: int) -> bytes:
     buf = io.BytesIO()
     im.save(buf, format="JPEG")
     return buf.getvalue()
-
-
-def _mp4() -> bytes:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "clip.mp4")
-        writer = imageio_ffmpeg.write_frames(path, (96, 64), fps=10, codec="libx264", macro_block_size=8,
-                                             ffmpeg_log_level="error")
-        writer.send(None)
-        for i in range(10):
-            frame = np.zeros((64, 96, 3), np.uint8)
-            frame[:] = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0), (0, 255, 255)][i // 2]
-            writer.send(frame.tobytes())
-        writer.close()
-        with open(path, "rb") as fh:
-            return fh.read()
 
 
 MP4 = _mp4()
