@@ -92,8 +92,8 @@ def filter_answers(mode: str, body: dict):
 @pytest.mark.parametrize("mode", ["keeps", "broken"])
 def test_filter_drops_stamped_media_and_never_keeps_on_a_failed_answer(store, tmp_path, monkeypatch, mode):
     monkeypatch.setenv("STUB_KEY", "sk-test")
-    stamped = as_medium(store.put_image(photo("FAKE", seed=11)), origin="appearance")
-    clean = as_medium(store.put_image(photo(seed=12)), origin="appearance")
+    stamped = as_medium(store.put_image(photo("FAKE", seed=11)), origin="appearance", alt="the stamped one")
+    clean = as_medium(store.put_image(photo(seed=12)), origin="appearance", alt="the clean one")
     claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", claim_text="Masts burn in Hong Kong",
                              quarter="2020Q2", language="en", media=[stamped, clean])
     with serving(filter_answers) as stub:
@@ -101,10 +101,43 @@ def test_filter_drops_stamped_media_and_never_keeps_on_a_failed_answer(store, tm
                                                   api_key_env="STUB_KEY")],
                           cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
         verdicts = filter_media(claim, "en", llm, store)
-    if mode == "keeps":  # the model keeps both; the OCR reads "FAKE" on one
+        asked = " ".join(json.dumps(body) for _, body in stub.requests)
+    # the OCR reads "FAKE" on one: the stamp alone drops it, so the model is asked only of the other
+    assert "the clean one" in asked and "the stamped one" not in asked
+    if mode == "keeps":
         assert verdicts == {stamped.medium_id: "verdict_stamp"}
-    else:  # the model's answers fail: neither medium is kept unchecked
-        assert verdicts == {stamped.medium_id: "filter_failed", clean.medium_id: "filter_failed"}
+    else:  # the model's answer fails: the clean medium is not kept unchecked
+        assert verdicts == {stamped.medium_id: "verdict_stamp", clean.medium_id: "filter_failed"}
+
+
+def test_the_model_is_asked_only_of_media_no_plain_rule_drops(store, tmp_path, monkeypatch):
+    """Tiny images, the fact-checker's graphics by their alt text, and near-duplicates of a preferred medium go
+    without a question; a near-duplicate shares its group's verdict (here: the post's copy is kept, the article's
+    copy dropped as its duplicate), and select_media then agrees with the filter."""
+    from assets.claims.normalized_claims import select_media
+    from dagster_project.config import PipelineResource
+
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    post = as_medium(store.put_image(photo(seed=21)), origin="appearance")
+    article_copy = as_medium(store.put_image(photo(seed=21)[:-2] + b"\xff\xd9"), origin="article")
+    article_copy = article_copy.model_copy(update={"medium_id": "copy", "phash": post.phash})
+    logo = as_medium(store.put_image(photo(seed=22)), origin="article", alt="PolitiFact logo")
+    tiny = Medium(medium_id="tiny", kind="image", path=post.path, width=60, height=60, phash="0f0f0f0f0f0f0f0f")
+    other = as_medium(store.put_image(photo(seed=23)), origin="article")
+    claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", claim_text="Masts burn in Hong Kong",
+                             quarter="2020Q2", language="en", media=[article_copy, logo, tiny, post, other])
+    with serving(filter_answers) as stub:
+        llm = LLMResource(members=[EnsembleMember(name="m", model="openai/scripted", api_base=stub.base("keeps"),
+                                                  api_key_env="STUB_KEY")],
+                          cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
+        verdicts = filter_media(claim, "en", llm, store)
+        asked = [json.dumps(body) for _, body in stub.requests]
+    assert len(asked) == 2 and all("URL: " in a for a in asked)  # the post's image and the other article image
+    assert verdicts == {}
+    kept, dropped = select_media(claim, verdicts, PipelineResource())
+    assert [m.medium_id for m in kept] == [post.medium_id, other.medium_id]
+    assert dict(d.split(":", 1) for d in dropped) == {"copy": "near_duplicate", logo.medium_id: "fact_checker_graphic",
+                                                      "tiny": "too_small"}
 
 
 def test_a_screenshot_of_the_post_saying_fake_keeps_its_image(store, tmp_path, monkeypatch):

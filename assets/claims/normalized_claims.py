@@ -23,6 +23,7 @@ from schemas.records import Article, ClaimAppearances, Medium, NormalizedClaim
 
 STAGE = "normalized_claims"
 MIN_SIDE = 120  # smaller images are icons, avatars or badges
+DUPLICATE_DISTANCE = PipelineResource.model_fields["near_duplicate_distance"].default
 
 
 # Scripts written without spaces between words: a verdict phrase in them matches anywhere, not as a whole word.
@@ -168,30 +169,48 @@ def with_media_refs(text: str, media: list[Medium]) -> str:
     return " ".join(missing + [text.strip()])
 
 
+def preference(m: Medium) -> tuple[bool, bool]:
+    """Videos before images, the post's own media before the article's copies: the first of a near-duplicate group
+    stays, and the first max_media are kept."""
+    return m.kind != "video", m.origin != "appearance"
+
+
+def is_too_small(m: Medium) -> bool:
+    return m.kind == "image" and min(m.width, m.height) < MIN_SIDE
+
+
+def plain_drops(media: list[Medium], duplicate_distance: int) -> dict[str, str]:
+    """Why media go without a model's say: an image too small to be more than an icon, the fact-checker's graphic
+    by its alt text or caption, or a near-duplicate of a medium preferred to it (the group's verdict is its first
+    medium's). Stage 5 asks the model about none of these, and ``veritas plan`` counts the same."""
+    out: dict[str, str] = {}
+    for m in media:
+        if is_too_small(m):
+            out[m.medium_id] = "too_small"
+        elif m.origin == "article" and any(t in (m.alt + " " + m.caption).lower() for t in ("logo", "stamp", "badge")):
+            out[m.medium_id] = "fact_checker_graphic"
+    rest = sorted((m for m in media if m.medium_id not in out), key=preference)
+    for group in near_duplicate_groups([(m.medium_id, m.phash) for m in rest if m.phash], duplicate_distance):
+        out.update((mid, "near_duplicate") for mid in group[1:])
+    return out
+
+
 def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: PipelineResource) -> tuple[list[Medium], list[str]]:
-    """Apply the filter verdicts, drop tiny and near-duplicate media, keep at most max_media, videos first."""
+    """Apply the plain drops (plain_drops) and the filter's verdicts, keep at most max_media, videos first."""
+    plain = plain_drops(claim.media, pipeline.near_duplicate_distance)
     dropped, candidates = [], []
     for m in claim.media:
-        reason = keep.get(m.medium_id, "")
+        reason = plain.get(m.medium_id) or keep.get(m.medium_id, "")
         if reason.startswith(KEPT):
             dropped.append(f"{m.medium_id}:{reason}")  # counted, not dropped
             reason = ""
-        if m.kind == "image" and min(m.width, m.height) < MIN_SIDE:
-            reason = "too_small"
-        elif m.origin == "article" and any(t in (m.alt + " " + m.caption).lower() for t in ("logo", "stamp", "badge")):
-            reason = reason or "fact_checker_graphic"
         if reason:
             dropped.append(f"{m.medium_id}:{reason}")
         else:
             candidates.append(m)
-    # Appearance media before the article's copies, videos before images: the first of a near-duplicate group wins.
-    candidates.sort(key=lambda m: (m.kind != "video", m.origin != "appearance"))
-    groups = near_duplicate_groups([(m.medium_id, m.phash) for m in candidates if m.phash], pipeline.near_duplicate_distance)
-    duplicates = {mid for g in groups for mid in g[1:]}
-    dropped += [f"{mid}:near_duplicate" for mid in duplicates]
-    unique = [m for m in candidates if m.medium_id not in duplicates]
-    dropped += [f"{m.medium_id}:over_limit" for m in unique[pipeline.max_media :]]
-    return unique[: pipeline.max_media], dropped
+    candidates.sort(key=preference)
+    dropped += [f"{m.medium_id}:over_limit" for m in candidates[pipeline.max_media :]]
+    return candidates[: pipeline.max_media], dropped
 
 
 # words a fact-checker's stamp may carry beside its verdict phrase ("FACT CHECK: FALSE", "FAKE NEWS")
@@ -229,33 +248,41 @@ def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_
 
 
 def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,
-                 ocr: TextCache | None = None) -> dict[str, str]:
-    """medium id -> why it goes: the model's reason, ``filter_failed`` when its answer failed (never kept on a
-    failure), or ``verdict_stamp`` when the OCR reads a verdict stamp on a medium the model kept. A kept medium
-    whose text uses a verdict word in a sentence stays, noted as ``kept:verdict_word_in_text`` (and
-    ``kept:verdict_word_seen_by_vision`` when the filtering member saw the image)."""
+                 ocr: TextCache | None = None, duplicate_distance: int = DUPLICATE_DISTANCE) -> dict[str, str]:
+    """medium id -> why it goes, for the media that pass plain_drops: ``verdict_stamp`` when the OCR reads a verdict
+    stamp (the model is not asked: the stamp alone drops it), else the model's reason, or ``filter_failed`` when its
+    answer failed (never kept on a failure). A kept medium whose text uses a verdict word in a sentence stays, noted
+    as ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering member saw it)."""
     member = llm.member_names()[0]
+    plain = plain_drops(claim.media, duplicate_distance)
     verdicts: dict[str, str] = {}
-    answers = at_once(llm, [member], claim.media, lambda m: ask(  # the media's questions go out together
+    notes: dict[str, str] = {}
+    asked = []
+    for m in claim.media:
+        if m.medium_id in plain:
+            continue
+        try:
+            found, _ = media_verdict_text(m, store, language, claim.rating_text, ocr)
+        except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
+            verdicts[m.medium_id] = f"ocr_failed:{type(err).__name__}"
+            continue
+        if found == "stamp":
+            verdicts[m.medium_id] = "verdict_stamp"
+            continue
+        if found == "in_text":
+            notes[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
+        asked.append(m)
+    answers = at_once(llm, [member], asked, lambda m: ask(  # the media's questions go out together
         llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
         claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin, source=m.source_url,
     ))
-    for m, answer in zip(claim.media, answers):
+    for m, answer in zip(asked, answers):
         if answer.parsed is None:
             verdicts[m.medium_id] = "filter_failed"
         elif answer.parsed["keep"] == "no":
             verdicts[m.medium_id] = answer.parsed["reason"]
-        elif not (m.kind == "image" and min(m.width, m.height) < MIN_SIDE):
-            try:
-                found, _ = media_verdict_text(m, store, language, claim.rating_text, ocr)
-            except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
-                verdicts[m.medium_id] = f"ocr_failed:{type(err).__name__}"
-                continue
-            if found == "stamp":
-                verdicts[m.medium_id] = "verdict_stamp"
-            elif found == "in_text":
-                seen = "seen_by_vision" if llm.is_vision(member) else "in_text"
-                verdicts[m.medium_id] = f"{KEPT}verdict_word_{seen}"
+        elif m.medium_id in notes:
+            verdicts[m.medium_id] = notes[m.medium_id]
     return verdicts
 
 
@@ -274,7 +301,8 @@ def normalize_claim(
         return None, "injection_flagged", []
     member = llm.member_names()[0]
     language = claim.language or (article.language if article else "")
-    media, dropped = select_media(claim, filter_media(claim, language, llm, store, ocr), pipeline)
+    media, dropped = select_media(
+        claim, filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance), pipeline)
     title = claim.title or (article.title if article else "")
     answer = ask(
         llm, member, "normalize_claim", ClaimTextAnswer, stage=STAGE, media=media, media_store=store,
