@@ -12,7 +12,7 @@ import yaml
 
 from assets.ingestion.merging import ingest
 from dagster_project.cli import main
-from dagster_project.commands.plan import IMAGE_TOKENS
+from dagster_project.commands.plan import IMAGE_TOKENS, TYPICAL_COMPLETION
 from dagster_project.config import PROJECT_ROOT
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.store import StoreResource
@@ -28,7 +28,8 @@ EYES = {"input_cost_per_token": 2e-6, "output_cost_per_token": 8e-6}
 
 
 def _image(i: int) -> Medium:
-    return Medium(medium_id=f"{i:064x}", kind="image", path=f"images/{i}.jpg", source_url=f"https://x.example/{i}.jpg")
+    return Medium(medium_id=f"{i:064x}", kind="image", path=f"images/{i}.jpg", source_url=f"https://x.example/{i}.jpg",
+                  width=640, height=480)
 
 
 def plan_quarter(tmp_path, monkeypatch, text_window: int = 128000):
@@ -87,8 +88,8 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     assert {m: v["calls"] for m, v in six["by_member"].items()} == {"text": 2 + 3, "eyes": 2 + 3}
     # the same prompts; the vision member also pays the two images of claim 0 on each of its 3 calls
     assert six["by_member"]["eyes"]["prompt_tokens"] - six["by_member"]["text"]["prompt_tokens"] == 3 * 2 * IMAGE_TOKENS
-    # completion tokens: the ledger's average for rate_claim (20), max_tokens (300) for rate_media, never seen
-    assert six["by_member"]["text"]["completion_tokens"] == 2 * 300 + 3 * 20
+    # completion tokens: the ledger's average for rate_claim (20); for rate_media, never seen, a typical answer's
+    assert six["by_member"]["text"]["completion_tokens"] == 2 * TYPICAL_COMPLETION["rate_media"] + 3 * 20
     for member, price in (("text", TEXT), ("eyes", EYES)):
         v = six["by_member"][member]
         assert v["cost_usd"] == pytest.approx(v["prompt_tokens"] * price["input_cost_per_token"]
@@ -99,10 +100,14 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     assert seven["basis"] == ("3 claims labelled by their ratings; on demand: 1 variants lacking of 3 Compromised, "
                               "2 rewrites at 85% holding")
     assert (seven["by_member"]["text"]["calls"], seven["by_member"]["eyes"]["calls"]) == (2 * 2 + 4 + 2, 4 + 2)
-    # the jobs: the closed-book verifier once per claim, by the first member; the evaluation asks no model without
-    # its contamination check (the quarter's run makes none: the rehearsal's ledger has no evaluation call)
-    assert stages["predictions"]["calls"] == 3 and stages["evaluation"]["calls"] == 0
-    assert plan["total"]["calls"] == 5 + 10 + 16 + 3
+    # the jobs run over the expected release: one pair, claim 0's variant (Intact: its two images, veracity and
+    # coverage) and a Compromised text claim (veracity). The closed-book verifier rates them as stage 6 does, by
+    # the first member alone; the evaluation asks no model without its contamination check
+    assert stages["predictions"]["basis"] == "2 expected release claims, closed_book"
+    assert stages["predictions"]["by_member"] == {**stages["predictions"]["by_member"], "eyes": {
+        "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
+    assert stages["predictions"]["calls"] == 4 + 1 and stages["evaluation"]["calls"] == 0
+    assert plan["total"]["calls"] == 5 + 10 + 16 + 5
     assert plan["total"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in plan["stages"]))
     assert plan["total"]["cost_complete"] is True
     assert plan["prices_per_m"] == {"text": [1.0, 4.0], "eyes": [2.0, 8.0]}

@@ -38,13 +38,16 @@ class DemandPlan:
         self.without = self.feasible([])
         self.target = min(self.size, self.feasible([hypothetical_variant(c) for c in compromised]))
 
-    def feasible(self, variants: list[ScoredClaim]) -> int:
-        """The release size the selection reaches on the pool plus ``variants`` (each original linked to its own, as
-        stage 7 links them)."""
+    def selection(self, variants: list[ScoredClaim]) -> tuple[list[ScoredClaim], dict]:
+        """The release's selection on the pool plus ``variants`` (each original linked to its own, as stage 7 links
+        them), and its report."""
         linked = {v.variant_of: v.claim_id for v in variants}
         pool = [c.model_copy(update={"variant_of": linked[c.claim_id]}) if c.claim_id in linked else c for c in self.pool]
-        _, report = select_release(pool + variants, self.size, self.media_share, similarity=0.0, dedupe=False)
-        return report["feasible_size"]
+        return select_release(pool + variants, self.size, self.media_share, similarity=0.0, dedupe=False)
+
+    def feasible(self, variants: list[ScoredClaim]) -> int:
+        """The release size the selection reaches on the pool plus ``variants``."""
+        return self.selection(variants)[1]["feasible_size"]
 
     def needed(self, variants: list[ScoredClaim], remaining: list[ScoredClaim]) -> int:
         """The fewest of ``remaining`` (in order) whose variants, with ``variants`` (the ones made so far), let the

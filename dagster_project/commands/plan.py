@@ -17,6 +17,15 @@ from dataclasses import dataclass, field
 CHARS_PER_TOKEN = 4  # a rough, model-independent count: tokenizers are not shipped for every provider
 IMAGE_TOKENS = 1000  # what one image costs a vision member, roughly (providers price 85-1,600 per image)
 MODEL_STAGES = ("normalized_claims", "scored_claims", "rectified_claims", "predictions", "evaluation")
+# Completion tokens of one answer per template before the ledger has any (then its average replaces them): the
+# simulated panel's answers on the rehearsal of 2026-12-02 (bench/rehearsal.py), rounded up. A real model's
+# justifications run longer; a quarter's first paid answers correct the plan stage by stage.
+TYPICAL_COMPLETION = {"media_filter": 10, "normalize_claim": 27, "rate_claim": 35, "rate_media": 78,
+                      "rectify_claim": 32, "check_rectified": 10}
+# The share of the article's own images (not dropped by a plain rule) on which stage 5's OCR reads a verdict stamp,
+# so that the model is not asked about them: 1,364 of 2,037 on the same rehearsal. Simulated: no real quarter's
+# share is measured yet; the post's own media are counted as never stamped.
+STAMPED_ARTICLE_MEDIA = 0.67
 
 
 @dataclass
@@ -53,9 +62,11 @@ class Planner:
 
     def completion(self, member: str, template: str) -> int:
         seen = self.history.get(template)
-        return int(round(seen)) if seen is not None else self.llm.member(member).max_tokens
+        if seen is None:
+            seen = TYPICAL_COMPLETION.get(template, self.llm.member(member).max_tokens)
+        return int(round(min(seen, self.llm.member(member).max_tokens)))
 
-    def ask(self, est: Estimate, member: str, template: str, media=(), n: int = 1, **inputs) -> None:
+    def ask(self, est: Estimate, member: str, template: str, media=(), n: float = 1, **inputs) -> None:
         messages = self._render(template, media=self._media_context(list(media)), **inputs)
         images = sum(1 if m.kind == "image" else max(1, len(m.frame_paths)) for m in media)
         prompt = message_tokens(messages, images if self.llm.is_vision(member) else 0)
@@ -67,18 +78,34 @@ class Planner:
 
     # ---- stages ------------------------------------------------------------------------------
     def normalize(self, claims, articles) -> Estimate:
+        """The media filter's questions (the media no plain rule drops, less the article images the OCR is expected
+        to find stamped) and one normalisation per claim, with the media stage 6 is expected to see."""
+        from assets.claims.normalized_claims import plain_drops
+
         est = Estimate("normalized_claims", f"{len(claims)} appearances rows")
         first = self.llm.member_names()[0]
         for c in claims:
             article = articles.get(c.review_id)
+            plain = plain_drops(c.media, self.pipeline.near_duplicate_distance)
             for m in c.media:
-                self.ask(est, first, "media_filter", media=[m], claim=c.claim_text, kind=m.kind, alt=m.alt,
-                         caption=m.caption, origin=m.origin, source=m.source_url)
-            self.ask(est, first, "normalize_claim", media=c.media[: self.pipeline.max_media], claim=c.claim_text,
+                if m.medium_id not in plain:
+                    self.ask(est, first, "media_filter", media=[m], claim=c.claim_text, kind=m.kind, alt=m.alt,
+                             caption=m.caption, origin=m.origin, source=m.source_url,
+                             n=1 - STAMPED_ARTICLE_MEDIA if m.origin == "article" else 1)
+            self.ask(est, first, "normalize_claim", media=self.expected_media(c), claim=c.claim_text,
                      title=c.title or (article.title if article else ""), language=c.language,
                      claim_date=str(c.claim_date or ""), max_words=self.pipeline.max_words,
                      max_sentences=self.pipeline.max_sentences)
         return est
+
+    def expected_media(self, claim) -> list:
+        """The media stage 5 is expected to keep: the post's own that no plain rule drops, in its order (the
+        article's own images are the fact-checker's graphics, stamps and copies of the post's)."""
+        from assets.claims.normalized_claims import plain_drops, preference
+
+        plain = plain_drops(claim.media, self.pipeline.near_duplicate_distance)
+        kept = sorted((m for m in claim.media if m.medium_id not in plain and m.origin == "appearance"), key=preference)
+        return kept[: self.pipeline.max_media]
 
     def rate(self, est: Estimate, text: str, media, language: str, claim_date: str, evidence: dict[str, str]) -> None:
         """Every rating of one claim by every member: media, veracity and coverage (the upper bound)."""
@@ -89,42 +116,46 @@ class Planner:
             for prop in ("veracity", "context_coverage"):
                 self.ask(est, member, "rate_claim", media=media, property=prop, **base)
 
-    def expected_rate(self, est: Estimate, claim, evidence: dict[str, str]) -> None:
-        """The ratings stage 6 will ask of one claim, as its fact-checker's rating predicts them: every medium; then
-        veracity unless the rating says the media are out of context (their contextualization decides first); then
-        context coverage only where veracity will come out positive (a claim rated true)."""
-        from assets.claims.ratings import rated_out_of_context, rating_category
-
+    def expected_rate(self, est: Estimate, claim, evidence: dict[str, str], members=None) -> None:
+        """The ratings stage 6 will ask of one claim (``claim`` as expected_scored labels it) by each of ``members``
+        (the ensemble by default): every medium; then veracity unless its media are out of context (their
+        contextualization decides first); then context coverage only where veracity comes out positive (Intact)."""
         media, date = claim.media, str(claim.claim_date or "")
-        for member in self.llm.member_names():
+        out_of_context = bool(media) and claim.integrity.decisive_property == "contextualization"
+        for member in members or self.llm.member_names():
             base = {"claim": claim.text, "language": claim.language, "claim_date": date, "evidence": evidence[member]}
             for i, m in enumerate(media):
                 self.ask(est, member, "rate_media", media=media, medium_kind=m.kind, medium_index=i, **base)
-            if media and rated_out_of_context(claim.rating_text):
+            if out_of_context:
                 continue
             self.ask(est, member, "rate_claim", media=media, property="veracity", **base)
-            if rating_category(claim.rating_text, False) == "intact":
+            if claim.integrity.label == "intact":
                 self.ask(est, member, "rate_claim", media=media, property="context_coverage", **base)
 
     def score(self, claims, articles, basis: str) -> Estimate:
         est = Estimate("scored_claims", basis)
         for c in claims:
-            self.expected_rate(est, c, self.evidence(articles.get(c.review_id), c.text))
+            self.expected_rate(est, expected_scored(c), self.evidence(articles.get(c.review_id), c.text))
         return est
 
-    def to_rewrite(self, scored) -> tuple[list, str]:
+    def to_rewrite(self, scored) -> tuple[list, list, str]:
         """The Compromised claims stage 7 will rewrite: all of them (rectify: all), or on demand the ones the release
-        lacks as Intact variants (DemandPlan), over the success rate a rewrite is expected to have."""
-        from assets.release.demand import DemandPlan
+        lacks as Intact variants (DemandPlan), over the success rate a rewrite is expected to have; and the release
+        expected from them, with REWRITE_SUCCESS of the rewrites holding (spread evenly over the list)."""
+        from assets.release.demand import DemandPlan, hypothetical_variant
 
+        demand = DemandPlan(scored, self.pipeline)
         compromised = [c for c in scored if c.integrity.label == "compromised"]
         if self.pipeline.rectify == "all":
-            return compromised, f"all {len(compromised)} Compromised"
-        demand = DemandPlan(scored, self.pipeline)
-        needed = demand.needed([], demand.candidates)
-        n = min(len(demand.candidates), math.ceil(needed / REWRITE_SUCCESS))
-        return demand.candidates[:n], (f"on demand: {needed} variants lacking of {len(compromised)} Compromised, "
-                                       f"{n} rewrites at {REWRITE_SUCCESS:.0%} holding")
+            chosen, how = compromised, f"all {len(compromised)} Compromised"
+        else:
+            needed = demand.needed([], demand.candidates)
+            n = min(len(demand.candidates), math.ceil(needed / REWRITE_SUCCESS))
+            chosen, how = demand.candidates[:n], (f"on demand: {needed} variants lacking of {len(compromised)} "
+                                                  f"Compromised, {n} rewrites at {REWRITE_SUCCESS:.0%} holding")
+        held = [c for i, c in enumerate(chosen) if math.ceil((i + 1) * REWRITE_SUCCESS) > math.ceil(i * REWRITE_SUCCESS)]
+        release, _ = demand.selection([hypothetical_variant(c) for c in held])
+        return chosen, release, how
 
     def rectify(self, claims, articles, basis: str) -> Estimate:
         est = Estimate("rectified_claims", basis)
@@ -139,27 +170,28 @@ class Planner:
             self.rate(est, c.text, c.media, c.language, common["claim_date"], evidence)
         return est
 
-    def jobs(self, n_claims: int) -> list[Estimate]:
-        """Predictions and the evaluation's judge over the release: per-claim call counts of the verifier's mode,
-        with the ledger's or a typical prompt length (the knowledge store is not read here)."""
+    def jobs(self, release) -> list[Estimate]:
+        """Predictions and the evaluation's judge over the expected release: the closed-book verifier rates each
+        claim as stage 6 does, with no evidence and by its one member (expected_rate); the retrieval verifier's
+        per-claim call counts with the ledger's or a typical prompt length (the knowledge store is not read here)."""
         p = self.pipeline
         member = p.verifier_member or self.llm.member_names()[0]
-        n = min(n_claims, p.release_size)
+        n = len(release)
+        pred = Estimate("predictions", f"{n} expected release claims, {p.verifier_mode}")
+        typical = 1500  # tokens of a verifier prompt with its evidence, when the ledger has seen none
         if p.verifier_mode == "closed_book":
-            per_claim = {"verifier_answer": 1}
+            for claim in release:
+                self.expected_rate(pred, claim, {member: ""}, members=[member])
         else:
             plans = {"parallel": 1, "dynamic": p.verifier_questions,
                      "hybrid": 1 + max(0, p.verifier_questions - p.verifier_parallel_questions)}[p.verifier_strategy]
-            per_claim = {"verifier_questions": plans, "verifier_answer": p.verifier_questions + 1}
-        pred = Estimate("predictions", f"{n} release claims, {p.verifier_mode}")
+            for template, calls in {"verifier_questions": plans, "verifier_answer": p.verifier_questions + 1}.items():
+                pred.add(member, int(self.history.get(f"prompt:{template}", typical)),
+                         self.completion(member, template), n * calls)
         # the evaluation asset scores predictions without a model; only its contamination check asks one (the LLM
         # judge is `veritas evaluate --judge-member`'s, outside the quarter's run)
         evaluation = Estimate("evaluation", f"{n} release claims, contamination check" if p.contamination_check else
                               "no model calls (no contamination check)")
-        typical = 1500  # tokens of a verifier prompt with its evidence, when the ledger has seen none
-        for template, calls in per_claim.items():
-            pred.add(member, int(self.history.get(f"prompt:{template}", typical)), self.completion(member, template),
-                     n * calls)
         if p.contamination_check:
             for template in ("verifier_article", "verifier_statements"):
                 evaluation.add(member, int(self.history.get(f"prompt:{template}", typical)),
@@ -220,7 +252,7 @@ def prices(llm) -> dict[str, tuple[float | None, float | None]]:
 def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False) -> dict:
     """The estimate for one quarter from whatever upstream tables it has (``before_stage_5``: from stages 1-4's
     only, as it read before any model call), plus the ledger's earlier quarters."""
-    from assets.common import load_upstream
+    from assets.common import load_upstream, stable_id
     from schemas.records import Article, ClaimAppearances, NormalizedClaim, ScoredClaim
 
     def table(name, model):
@@ -236,10 +268,11 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
     scored = None if before_stage_5 else table("scored_claims", ScoredClaim)
     if normalized is None:  # every appearance becomes a claim, with the media of the post itself (stage 5 drops
         # the article's own images: the fact-checker's graphics and stamps)
-        claims = [NormalizedClaim(claim_id=c.review_id, review_id=c.review_id, quarter=quarter, text=c.claim_text,
+        claims = [NormalizedClaim(claim_id=stable_id(c.review_id, "original"), review_id=c.review_id, quarter=quarter,
+                                  text=c.claim_text,
                                   original_text=c.claim_text, normalization="original", language=c.language,
                                   claim_date=c.claim_date, review_url=c.review_url, rating_text=c.rating_text,
-                                  media=[m for m in c.media if m.origin == "appearance"][: pipeline.max_media])
+                                  media=planner.expected_media(c))
                   for c in appearances if c.claim_text]
         basis6 = f"all {len(claims)} appearances rows kept by stage 5, questions as their ratings predict"
     else:
@@ -248,19 +281,20 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
         scored, source = [expected_scored(c) for c in claims], f"{len(claims)} claims labelled by their ratings"
     else:
         source = f"{len(scored)} scored_claims rows"
-    compromised, how = planner.to_rewrite(scored)
+    compromised, release, how = planner.to_rewrite(scored)
     basis7 = f"{source}; {how}"
     estimates = [planner.normalize(appearances, articles), planner.score(claims, articles, basis6),
-                 planner.rectify(compromised, articles, basis7), *planner.jobs(len(claims))]
+                 planner.rectify(compromised, articles, basis7), *planner.jobs(release)]
     price = prices(llm)
     stages = []
     for est in estimates:
         members = {}
         for member in llm.member_names():
             pin, pout = price[member]
-            pt, ct = est.prompt_tokens[member], est.completion_tokens[member]
-            cost = None if est.calls[member] and (pin is None or pout is None) else pt * (pin or 0) + ct * (pout or 0)
-            members[member] = {"calls": est.calls[member], "prompt_tokens": pt, "completion_tokens": ct,
+            # expected calls may be fractional (a share of media expected stamped): rounded once, per member
+            calls, pt, ct = (round(d[member]) for d in (est.calls, est.prompt_tokens, est.completion_tokens))
+            cost = None if calls and (pin is None or pout is None) else pt * (pin or 0) + ct * (pout or 0)
+            members[member] = {"calls": calls, "prompt_tokens": pt, "completion_tokens": ct,
                                "cost_usd": cost}
         known = [v["cost_usd"] for v in members.values() if v["cost_usd"] is not None]
         stages.append({"stage": est.stage, "basis": est.basis, "by_member": members,

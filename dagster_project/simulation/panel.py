@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from dagster_project.commands.plan import IMAGE_TOKENS
 from dagster_project.simulation.records import claim_key
 from dagster_project.simulation.openai_stub import OpenAIStub
 
@@ -270,7 +271,11 @@ class Panel:
         if fault == "refusal":
             message = {"content": None, "refusal": f"I can't help with that ({SIMULATED} refusal)."}
         prompt_chars = sum(len(_text(m)) for m in body.get("messages", []))
-        usage = {"prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": max(1, len(content) // 4)}
+        # an image is billed as a provider bills one, at the flat rate veritas plan counts (IMAGE_TOKENS)
+        images = sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
+                     for part in m["content"] if isinstance(part, dict) and part.get("type") == "image_url")
+        usage = {"prompt_tokens": max(1, prompt_chars // 4) + images * IMAGE_TOKENS,
+                 "completion_tokens": max(1, len(content) // 4)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         self._made.answer = (member.name, kind, key)
         return 200, message, {"x-simulated": "true"}, {"model": member.model, "usage": usage,
