@@ -35,9 +35,11 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "platforms"
 PAGE_HOSTS = ["x.com", "www.instagram.com", "www.tiktok.com", "www.youtube.com", "t.me", "bsky.app", "www.zew.de",
               "www.facebook.com"]
 MEDIA_HOSTS = ["pbs.twimg.com", "video.twimg.com", "p19-pu-sign-useast8.tiktokcdn-us.com", "i.ytimg.com",
-               "cdn1.telegram-cdn.org", "bsky.public.url", "scontent.cdninstagram.com"]
+               "cdn1.telegram-cdn.org", "bsky.public.url", "scontent.cdninstagram.com", "exa.imgix.net"]
 ALLEY = "https://x.com/alleyco/status/1679189879086018562"
 LK99 = "https://x.com/Rainmaker1973/status/1684218600456876032"
+FIRECRAWL_DOC = "firecrawl_scrape_document_exa_api_evals.json"
+TWITTERDEV = "https://x.com/TwitterDev/status/1293593516040269825"  # the post of the recorded X API v2 lookup
 
 
 def fixture(name: str) -> bytes:
@@ -267,6 +269,41 @@ def test_x_api_is_used_first_with_its_key_and_the_key_never_reaches_the_warc(ser
     assert archived_authorization(warc, "/2/tweets/") == ["[redacted]"]
 
 
+def test_x_api_recorded_lookup_without_includes_is_text_only(services_reset, tmp_path, monkeypatch):
+    """X API v2's recorded answer to /2/tweets/<id> (tweepy's cassette): ``data`` with the text, no ``includes``.
+    The text is kept while the public ways in and the archives are asked for the media."""
+    s = services_reset
+    s.routes.update(NOTHING_ARCHIVED)
+    seen = []
+
+    def api(request):
+        seen.append(request.headers.get("authorization"))
+        return json_reply(fixture("x_api_v2_tweet_1293593516040269825.json"))
+
+    s.routes[("api", "/2/tweets/1293593516040269825")] = api
+    s.routes[("api", "/syndication/")] = Reply(404, {"content-type": "text/plain"}, b"")
+    s.routes[("api", "/xoembed")] = Reply(404, {"content-type": "text/plain"}, b"")
+    s.routes[("x.com", "/TwitterDev/")] = X_SHELL
+    monkeypatch.setenv("VERITAS_TEST_X_TOKEN", "secret-token-789")
+    r = make_recoverer(s, tmp_path, x_api_key_env="VERITAS_TEST_X_TOKEN")
+    try:
+        appearance, media = r.recover(s.page_url(TWITTERDEV))
+        warc = r.web.warc_path
+    finally:
+        close(r)
+    assert seen == ["Bearer secret-token-789"] and archived_authorization(warc, "/2/tweets/") == ["[redacted]"]
+    assert appearance.attempts == [
+        "x_api:text_only", "x_syndication:not_found", "x_oembed:not_found", "page:text_only", "wayback:no_capture",
+        "archive_today:no_capture",
+    ]
+    assert (appearance.status, appearance.way, media) == ("ok", "x_api", [])
+    # the recorded text, its surrogate-pair escape (\\uD83E\\uDD41) decoded to one emoji
+    assert appearance.text.startswith("It’s finally here! \U0001F941 Say hello to the new #TwitterAPI.")
+    assert appearance.text.endswith("https://t.co/32VrwpGaJw https://t.co/KaFSbjWUA8")
+    query = parse_qs(urlsplit(s.requests_to("/2/tweets/")[0]).query)
+    assert query["expansions"] == ["attachments.media_keys"]
+
+
 def test_without_a_key_the_paid_backend_is_not_tried(services_reset, tmp_path, monkeypatch):
     s = services_reset
     s.routes[("api", "/syndication/")] = json_reply(s.local(fixture("x_syndication_1684218600456876032.json")))
@@ -285,11 +322,8 @@ def test_firecrawl_is_used_first_for_its_platforms_with_its_key(services_reset, 
 
     def scrape(request):
         seen.append((request.method, request.headers.get("authorization"), json.loads(request.body)))
-        # the shape of Firecrawl's /v1/scrape answer (from its documentation: not a recording)
-        return json_reply(s.local(json.dumps({"success": True, "data": {
-            "markdown": "post text", "metadata": {"ogDescription": "the post's text", "statusCode": 200,
-                                                  "ogImage": "https://scontent.cdninstagram.com/v/fb.jpg",
-                                                  "sourceURL": "https://www.facebook.com/someone/posts/123"}}}).encode()))
+        # the recorded scrape document (tests/fixtures/README.md) in the answer's {"success": true, "data": ...}
+        return json_reply(b'{"success": true, "data": ' + s.local(fixture(FIRECRAWL_DOC)) + b"}")
 
     s.routes[("api", "/v1/scrape")] = scrape
     monkeypatch.setenv("VERITAS_TEST_FC_KEY", "fc-secret-456")
@@ -303,8 +337,10 @@ def test_firecrawl_is_used_first_for_its_platforms_with_its_key(services_reset, 
         close(r)
     assert [(m, a) for m, a, _ in seen] == [("POST", "Bearer fc-secret-456")]
     assert seen[0][2]["url"] == s.page_url("https://www.facebook.com/someone/posts/123")
-    assert (appearance.way, appearance.attempts, appearance.text, len(media)) == (
-        "firecrawl", ["firecrawl:served"], "the post's text", 1)
+    assert (appearance.way, appearance.attempts) == ("firecrawl", ["firecrawl:served"])
+    assert appearance.text.startswith("Get an inside look at the rigorous evaluation process at Exa.")  # ogDescription
+    # ogImage (= og:image), then twitter:image; the list-valued metadata (viewport, keywords) is not read
+    assert [urlsplit(m.source_url).path for m in media] == ["/simpleqa-eval-7.png", "/og-image.png/"]
     assert not any(a.startswith("firecrawl") for a in x_post.attempts)
     assert archived_authorization(warc, "/v1/scrape") == ["[redacted]"]
 
@@ -637,3 +673,4 @@ def test_ytdlp_refusals_get_their_reasons():
     assert failure_reason("ERROR: [TikTok] 1: Unable to download webpage: HTTP Error 429: Too Many Requests") \
         == "rate_limited"
     assert failure_reason("ERROR: Unsupported URL: https://example.org/") == "ytdlp_failed"
+
