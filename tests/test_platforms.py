@@ -33,6 +33,7 @@ from tests.test_crawl_stages import _mp4  # the same 1 s clip the crawl tests se
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "platforms"
 # hosts of the post pages and of the media the recordings name; the packet guard resolves them to 127.0.0.1
 PAGE_HOSTS = ["x.com", "www.instagram.com", "www.tiktok.com", "www.youtube.com", "t.me", "bsky.app", "www.zew.de",
+              "www.example.org",
               "www.facebook.com"]
 MEDIA_HOSTS = ["pbs.twimg.com", "video.twimg.com", "p19-pu-sign-useast8.tiktokcdn-us.com", "i.ytimg.com",
                "cdn1.telegram-cdn.org", "bsky.public.url", "scontent.cdninstagram.com", "exa.imgix.net"]
@@ -674,3 +675,43 @@ def test_ytdlp_refusals_get_their_reasons():
         == "rate_limited"
     assert failure_reason("ERROR: Unsupported URL: https://example.org/") == "ytdlp_failed"
 
+
+# ---- yt-dlp, end to end on loopback ---------------------------------------------------------------------------
+
+CLIP = "https://video.twimg.com/ext_tw_video/571540163135873024/pu/vid/640x360/clip.mp4"
+
+
+def test_ytdlp_way_in_downloads_a_video_post_through_the_web_resource(services_reset, tmp_path):
+    """A video post URL goes to yt-dlp first (Recoverer's ytdlp step); yt-dlp's generic extractor fetches the file
+    through the web resource (our User-Agent, the WARC) and the clip is stored with its frames."""
+    s = services_reset
+    r = make_recoverer(s, tmp_path)
+    try:
+        appearance, media = r.recover(s.page_url(CLIP))
+        warc = r.web.warc_path
+    finally:
+        close(r)
+    assert (appearance.status, appearance.way, appearance.attempts) == ("ok", "ytdlp", ["ytdlp:served"])
+    [video] = media
+    assert (video.kind, video.source_url) == ("video", s.page_url(CLIP)) and len(video.frame_paths) >= 1
+    clip_requests = [r for r in s.server.requests if r.path.endswith("/clip.mp4")]
+    assert clip_requests and all(r.headers.get("user-agent", "").startswith("veritas-benchmark/") for r in clip_requests)
+    with open(warc, "rb") as fh:
+        archived = [rec.rec_headers.get_header("WARC-Target-URI") for rec in ArchiveIterator(fh) if rec.rec_type == "response"]
+    assert s.page_url(CLIP) in archived
+
+
+@pytest.mark.parametrize(("status", "reason"), [(404, "unavailable"), (429, "rate_limited"), (403, "forbidden")])
+def test_ytdlp_refused_by_the_host_gives_its_reason_and_the_next_way_is_tried(services_reset, tmp_path, status, reason):
+    s = services_reset
+    s.routes.update(NOTHING_ARCHIVED)
+    gone = "https://www.example.org/media/gone.mp4"
+    s.routes[("www.example.org", "/media/")] = Reply(status, {"content-type": "text/html"}, b"<html>no</html>")
+    r = make_recoverer(s, tmp_path)
+    try:
+        appearance, media = r.recover(s.page_url(gone))
+    finally:
+        close(r)
+    assert media == [] and appearance.status == "failed", appearance.error
+    assert appearance.attempts[0] == f"ytdlp:video:{reason}"
+    assert appearance.attempts[1:] == [f"page:fetch_failed:{status}", "wayback:no_capture", "archive_today:no_capture"]
