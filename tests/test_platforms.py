@@ -245,26 +245,33 @@ def test_rate_limited_syndication_and_a_deleted_post_give_their_reasons(services
     assert appearance.error.split(";")[:2] == ["x_syndication:refused:rate_limited", "x_oembed:not_found"]
 
 
-def test_x_api_is_used_first_with_its_key_and_the_key_never_reaches_the_warc(services_reset, tmp_path, monkeypatch):
-    s = services_reset
+def with_x_api(s: Services, tmp_path: Path, monkeypatch, post_url: str, body: bytes):
+    """Recover ``post_url`` with an X API token set, the API answering ``body``: (the Authorization headers the API
+    got, the appearance, its media, the WARC path)."""
     seen = []
 
     def api(request):
         seen.append(request.headers.get("authorization"))
-        # the shape of X API v2's tweet lookup with media expansions (from its documentation: not a recording)
-        return json_reply(s.local(json.dumps({
-            "data": {"id": "1684218600456876032", "text": "a post", "attachments": {"media_keys": ["3_1"]}},
-            "includes": {"media": [{"media_key": "3_1", "type": "photo", "url": "https://pbs.twimg.com/media/a.jpg"}]},
-        }).encode()))
+        return json_reply(body)
 
-    s.routes[("api", "/2/tweets/1684218600456876032")] = api
+    s.routes[("api", f"/2/tweets/{platforms.tweet_id(post_url)}")] = api
     monkeypatch.setenv("VERITAS_TEST_X_TOKEN", "secret-token-123")
     r = make_recoverer(s, tmp_path, x_api_key_env="VERITAS_TEST_X_TOKEN")
     try:
-        appearance, media = r.recover(s.page_url(LK99))
-        warc = r.web.warc_path
+        appearance, media = r.recover(s.page_url(post_url))
+        return seen, appearance, media, r.web.warc_path
     finally:
         close(r)
+
+
+def test_x_api_is_used_first_with_its_key_and_the_key_never_reaches_the_warc(services_reset, tmp_path, monkeypatch):
+    s = services_reset
+    # the shape of X API v2's tweet lookup with media expansions (from its documentation: not a recording)
+    body = s.local(json.dumps({
+        "data": {"id": "1684218600456876032", "text": "a post", "attachments": {"media_keys": ["3_1"]}},
+        "includes": {"media": [{"media_key": "3_1", "type": "photo", "url": "https://pbs.twimg.com/media/a.jpg"}]},
+    }).encode())
+    seen, appearance, media, warc = with_x_api(s, tmp_path, monkeypatch, LK99, body)
     assert seen == ["Bearer secret-token-123"]
     assert (appearance.way, appearance.attempts, len(media)) == ("x_api", ["x_api:served"], 1)
     assert archived_authorization(warc, "/2/tweets/") == ["[redacted]"]
@@ -275,24 +282,12 @@ def test_x_api_recorded_lookup_without_includes_is_text_only(services_reset, tmp
     The text is kept while the public ways in and the archives are asked for the media."""
     s = services_reset
     s.routes.update(NOTHING_ARCHIVED)
-    seen = []
-
-    def api(request):
-        seen.append(request.headers.get("authorization"))
-        return json_reply(fixture("x_api_v2_tweet_1293593516040269825.json"))
-
-    s.routes[("api", "/2/tweets/1293593516040269825")] = api
     s.routes[("api", "/syndication/")] = Reply(404, {"content-type": "text/plain"}, b"")
     s.routes[("api", "/xoembed")] = Reply(404, {"content-type": "text/plain"}, b"")
     s.routes[("x.com", "/TwitterDev/")] = X_SHELL
-    monkeypatch.setenv("VERITAS_TEST_X_TOKEN", "secret-token-789")
-    r = make_recoverer(s, tmp_path, x_api_key_env="VERITAS_TEST_X_TOKEN")
-    try:
-        appearance, media = r.recover(s.page_url(TWITTERDEV))
-        warc = r.web.warc_path
-    finally:
-        close(r)
-    assert seen == ["Bearer secret-token-789"] and archived_authorization(warc, "/2/tweets/") == ["[redacted]"]
+    seen, appearance, media, warc = with_x_api(s, tmp_path, monkeypatch, TWITTERDEV,
+                                               fixture("x_api_v2_tweet_1293593516040269825.json"))
+    assert seen == ["Bearer secret-token-123"] and archived_authorization(warc, "/2/tweets/") == ["[redacted]"]
     assert appearance.attempts == [
         "x_api:text_only", "x_syndication:not_found", "x_oembed:not_found", "page:text_only", "wayback:no_capture",
         "archive_today:no_capture",
