@@ -33,11 +33,14 @@ from tests.test_crawl_stages import _mp4  # the same 1 s clip the crawl tests se
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "platforms"
 # hosts of the post pages and of the media the recordings name; the packet guard resolves them to 127.0.0.1
 PAGE_HOSTS = ["x.com", "www.instagram.com", "www.tiktok.com", "www.youtube.com", "t.me", "bsky.app", "www.zew.de",
+              "www.example.org",
               "www.facebook.com"]
 MEDIA_HOSTS = ["pbs.twimg.com", "video.twimg.com", "p19-pu-sign-useast8.tiktokcdn-us.com", "i.ytimg.com",
-               "cdn1.telegram-cdn.org", "bsky.public.url", "scontent.cdninstagram.com"]
+               "cdn1.telegram-cdn.org", "bsky.public.url", "scontent.cdninstagram.com", "exa.imgix.net"]
 ALLEY = "https://x.com/alleyco/status/1679189879086018562"
 LK99 = "https://x.com/Rainmaker1973/status/1684218600456876032"
+FIRECRAWL_DOC = "firecrawl_scrape_document_exa_api_evals.json"
+TWITTERDEV = "https://x.com/TwitterDev/status/1293593516040269825"  # the post of the recorded X API v2 lookup
 
 
 def fixture(name: str) -> bytes:
@@ -242,29 +245,59 @@ def test_rate_limited_syndication_and_a_deleted_post_give_their_reasons(services
     assert appearance.error.split(";")[:2] == ["x_syndication:refused:rate_limited", "x_oembed:not_found"]
 
 
-def test_x_api_is_used_first_with_its_key_and_the_key_never_reaches_the_warc(services_reset, tmp_path, monkeypatch):
-    s = services_reset
+def with_x_api(s: Services, tmp_path: Path, monkeypatch, post_url: str, body: bytes):
+    """Recover ``post_url`` with an X API token set, the API answering ``body``: (the Authorization headers the API
+    got, the appearance, its media, the WARC path)."""
     seen = []
 
     def api(request):
         seen.append(request.headers.get("authorization"))
-        # the shape of X API v2's tweet lookup with media expansions (from its documentation: not a recording)
-        return json_reply(s.local(json.dumps({
-            "data": {"id": "1684218600456876032", "text": "a post", "attachments": {"media_keys": ["3_1"]}},
-            "includes": {"media": [{"media_key": "3_1", "type": "photo", "url": "https://pbs.twimg.com/media/a.jpg"}]},
-        }).encode()))
+        return json_reply(body)
 
-    s.routes[("api", "/2/tweets/1684218600456876032")] = api
+    s.routes[("api", f"/2/tweets/{platforms.tweet_id(post_url)}")] = api
     monkeypatch.setenv("VERITAS_TEST_X_TOKEN", "secret-token-123")
     r = make_recoverer(s, tmp_path, x_api_key_env="VERITAS_TEST_X_TOKEN")
     try:
-        appearance, media = r.recover(s.page_url(LK99))
-        warc = r.web.warc_path
+        appearance, media = r.recover(s.page_url(post_url))
+        return seen, appearance, media, r.web.warc_path
     finally:
         close(r)
+
+
+def test_x_api_is_used_first_with_its_key_and_the_key_never_reaches_the_warc(services_reset, tmp_path, monkeypatch):
+    s = services_reset
+    # the shape of X API v2's tweet lookup with media expansions (from its documentation: not a recording)
+    body = s.local(json.dumps({
+        "data": {"id": "1684218600456876032", "text": "a post", "attachments": {"media_keys": ["3_1"]}},
+        "includes": {"media": [{"media_key": "3_1", "type": "photo", "url": "https://pbs.twimg.com/media/a.jpg"}]},
+    }).encode())
+    seen, appearance, media, warc = with_x_api(s, tmp_path, monkeypatch, LK99, body)
     assert seen == ["Bearer secret-token-123"]
     assert (appearance.way, appearance.attempts, len(media)) == ("x_api", ["x_api:served"], 1)
     assert archived_authorization(warc, "/2/tweets/") == ["[redacted]"]
+
+
+def test_x_api_recorded_lookup_without_includes_is_text_only(services_reset, tmp_path, monkeypatch):
+    """X API v2's recorded answer to /2/tweets/<id> (tweepy's cassette): ``data`` with the text, no ``includes``.
+    The text is kept while the public ways in and the archives are asked for the media."""
+    s = services_reset
+    s.routes.update(NOTHING_ARCHIVED)
+    s.routes[("api", "/syndication/")] = Reply(404, {"content-type": "text/plain"}, b"")
+    s.routes[("api", "/xoembed")] = Reply(404, {"content-type": "text/plain"}, b"")
+    s.routes[("x.com", "/TwitterDev/")] = X_SHELL
+    seen, appearance, media, warc = with_x_api(s, tmp_path, monkeypatch, TWITTERDEV,
+                                               fixture("x_api_v2_tweet_1293593516040269825.json"))
+    assert seen == ["Bearer secret-token-123"] and archived_authorization(warc, "/2/tweets/") == ["[redacted]"]
+    assert appearance.attempts == [
+        "x_api:text_only", "x_syndication:not_found", "x_oembed:not_found", "page:text_only", "wayback:no_capture",
+        "archive_today:no_capture",
+    ]
+    assert (appearance.status, appearance.way, media) == ("ok", "x_api", [])
+    # the recorded text, its surrogate-pair escape (\\uD83E\\uDD41) decoded to one emoji
+    assert appearance.text.startswith("It’s finally here! \U0001F941 Say hello to the new #TwitterAPI.")
+    assert appearance.text.endswith("https://t.co/32VrwpGaJw https://t.co/KaFSbjWUA8")
+    query = parse_qs(urlsplit(s.requests_to("/2/tweets/")[0]).query)
+    assert query["expansions"] == ["attachments.media_keys"]
 
 
 def test_without_a_key_the_paid_backend_is_not_tried(services_reset, tmp_path, monkeypatch):
@@ -285,11 +318,8 @@ def test_firecrawl_is_used_first_for_its_platforms_with_its_key(services_reset, 
 
     def scrape(request):
         seen.append((request.method, request.headers.get("authorization"), json.loads(request.body)))
-        # the shape of Firecrawl's /v1/scrape answer (from its documentation: not a recording)
-        return json_reply(s.local(json.dumps({"success": True, "data": {
-            "markdown": "post text", "metadata": {"ogDescription": "the post's text", "statusCode": 200,
-                                                  "ogImage": "https://scontent.cdninstagram.com/v/fb.jpg",
-                                                  "sourceURL": "https://www.facebook.com/someone/posts/123"}}}).encode()))
+        # the recorded scrape document (tests/fixtures/README.md) in the answer's {"success": true, "data": ...}
+        return json_reply(b'{"success": true, "data": ' + s.local(fixture(FIRECRAWL_DOC)) + b"}")
 
     s.routes[("api", "/v1/scrape")] = scrape
     monkeypatch.setenv("VERITAS_TEST_FC_KEY", "fc-secret-456")
@@ -303,8 +333,10 @@ def test_firecrawl_is_used_first_for_its_platforms_with_its_key(services_reset, 
         close(r)
     assert [(m, a) for m, a, _ in seen] == [("POST", "Bearer fc-secret-456")]
     assert seen[0][2]["url"] == s.page_url("https://www.facebook.com/someone/posts/123")
-    assert (appearance.way, appearance.attempts, appearance.text, len(media)) == (
-        "firecrawl", ["firecrawl:served"], "the post's text", 1)
+    assert (appearance.way, appearance.attempts) == ("firecrawl", ["firecrawl:served"])
+    assert appearance.text.startswith("Get an inside look at the rigorous evaluation process at Exa.")  # ogDescription
+    # ogImage (= og:image), then twitter:image; the list-valued metadata (viewport, keywords) is not read
+    assert [urlsplit(m.source_url).path for m in media] == ["/simpleqa-eval-7.png", "/og-image.png/"]
     assert not any(a.startswith("firecrawl") for a in x_post.attempts)
     assert archived_authorization(warc, "/v1/scrape") == ["[redacted]"]
 
@@ -637,3 +669,44 @@ def test_ytdlp_refusals_get_their_reasons():
     assert failure_reason("ERROR: [TikTok] 1: Unable to download webpage: HTTP Error 429: Too Many Requests") \
         == "rate_limited"
     assert failure_reason("ERROR: Unsupported URL: https://example.org/") == "ytdlp_failed"
+
+
+# ---- yt-dlp, end to end on loopback ---------------------------------------------------------------------------
+
+CLIP = "https://video.twimg.com/ext_tw_video/571540163135873024/pu/vid/640x360/clip.mp4"
+
+
+def test_ytdlp_way_in_downloads_a_video_post_through_the_web_resource(services_reset, tmp_path):
+    """A video post URL goes to yt-dlp first (Recoverer's ytdlp step); yt-dlp's generic extractor fetches the file
+    through the web resource (our User-Agent, the WARC) and the clip is stored with its frames."""
+    s = services_reset
+    r = make_recoverer(s, tmp_path)
+    try:
+        appearance, media = r.recover(s.page_url(CLIP))
+        warc = r.web.warc_path
+    finally:
+        close(r)
+    assert (appearance.status, appearance.way, appearance.attempts) == ("ok", "ytdlp", ["ytdlp:served"])
+    [video] = media
+    assert (video.kind, video.source_url) == ("video", s.page_url(CLIP)) and len(video.frame_paths) >= 1
+    clip_requests = [r for r in s.server.requests if r.path.endswith("/clip.mp4")]
+    assert clip_requests and all(r.headers.get("user-agent", "").startswith("veritas-benchmark/") for r in clip_requests)
+    with open(warc, "rb") as fh:
+        archived = [rec.rec_headers.get_header("WARC-Target-URI") for rec in ArchiveIterator(fh) if rec.rec_type == "response"]
+    assert s.page_url(CLIP) in archived
+
+
+@pytest.mark.parametrize(("status", "reason"), [(404, "unavailable"), (429, "rate_limited"), (403, "forbidden")])
+def test_ytdlp_refused_by_the_host_gives_its_reason_and_the_next_way_is_tried(services_reset, tmp_path, status, reason):
+    s = services_reset
+    s.routes.update(NOTHING_ARCHIVED)
+    gone = "https://www.example.org/media/gone.mp4"
+    s.routes[("www.example.org", "/media/")] = Reply(status, {"content-type": "text/html"}, b"<html>no</html>")
+    r = make_recoverer(s, tmp_path)
+    try:
+        appearance, media = r.recover(s.page_url(gone))
+    finally:
+        close(r)
+    assert media == [] and appearance.status == "failed", appearance.error
+    assert appearance.attempts[0] == f"ytdlp:video:{reason}"
+    assert appearance.attempts[1:] == [f"page:fetch_failed:{status}", "wayback:no_capture", "archive_today:no_capture"]

@@ -51,6 +51,7 @@ FAILURE_REASONS = (
                         "--cookies")),
     ("rate_limited", ("http error 429", "too many requests", "rate-limit", "rate limit")),
     ("geo_blocked", ("not available from your location", "not available in your country", "geo restriction")),
+    ("forbidden", ("http error 403",)),  # the host refused the file itself (a signed URL expired, a bot wall)
     ("unavailable", ("video unavailable", "has been removed", "no longer available", "does not exist",
                      "http error 404", "not found")),
 )
