@@ -4,6 +4,7 @@
                                         [--parallel-claims 48] [--max-parallel 16] [--out DIR] [--skip-kill]
                                         [--figures-only | --kill-only] [--seed-cache EARLIER_OUT]
                                         [--label-mix real|balanced] [--rectify demand|all]
+                                        [--score demand|all]
 
 1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data (or VERITAS_SHARED_DATA; it stops
    when neither is there) and starts the panel on loopback.
@@ -153,7 +154,7 @@ def kill_check(out: Path, qdir: Path, q: str, server: PanelServer, args, half: i
     kill_cfg = write_config(kill_dir, qdir, server, release_size=args.release_size,
                             parallel_claims=args.parallel_claims, max_parallel=args.max_parallel,
                             data_dir=out / "main" / "data", cache_path=kill_dir / "llm_cache.sqlite",
-                            stages={"rectify": args.rectify})
+                            stages={"rectify": args.rectify, "score": args.score})
     main_digest = release_digest(latest_release(out / "main" / "data", q))
     panel.forget_answers()
     before = panel.counters()
@@ -191,6 +192,7 @@ def main() -> int:
     ap.add_argument("--label-mix", choices=("real", "balanced"), default="real",
                     help="planted labels from the records' own ratings (real) or from fixed shares (balanced)")
     ap.add_argument("--rectify", choices=("demand", "all"), default="demand", help="stages.rectify")
+    ap.add_argument("--score", choices=("demand", "all"), default="demand", help="stages.score")
     ap.add_argument("--seed-cache", default="", help="an earlier run's --out: its quarter (the same records) and its LLM "
                     "and OCR caches, so that what changes is the code's doing alone (compare the releases with "
                     "bench/release_diff.py)")
@@ -225,7 +227,7 @@ def main() -> int:
         panel = server.panel
         config = write_config(out / "main", qdir, server, release_size=args.release_size,
                               parallel_claims=args.parallel_claims, max_parallel=args.max_parallel,
-                              stages={"rectify": args.rectify})
+                              stages={"rectify": args.rectify, "score": args.score})
         cache = out / "main" / "data" / "llm_cache.sqlite"
         if args.seed_cache:
             cache.parent.mkdir(parents=True, exist_ok=True)

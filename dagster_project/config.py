@@ -112,6 +112,13 @@ class PipelineResource(dg.ConfigurableResource):
     # end and its parts most relevant to the claim; the embedded demo model reads at most evidence_tokens_embedded
     evidence_context_share: float = 0.5
     evidence_tokens_embedded: int = 750
+    # stage 6: demand scores every claim whose fact-checker's rating is not "false", and of the others (the most
+    # plentiful) only as many, in the release's own order, as the release needs with its rectified variants; the
+    # rest count as not_needed_for_release. all scores every claim
+    score: Literal["demand", "all"] = "demand"
+    # the share of stage 7's rewrites that score: demand counts on holding (0 < share <= 1); a quarter whose rewrites
+    # hold less often may fall short of release_size, and stage 7 says so
+    expected_rewrite_success: float = 0.5
     # stage 7: demand rewrites Compromised claims, in the order the release prefers them, only until the Intact
     # variants the release will lack are covered (the rest count as not_needed_for_release); all rewrites every one
     rectify: Literal["demand", "all"] = "demand"

@@ -216,6 +216,9 @@ class ScoredClaim(NormalizedClaim):
     variant: Literal["original", "rectified"] = "original"
     variant_of: str = ""  # the original claim's id for a rectified claim; the rectified id for an original
     evidence_cuts: list[EvidenceCut] = []  # empty: every member read the whole article
+    # how many of the quarter's claims this one stands for in the Unknown share of the release: 1, or, when stage 6
+    # scored on demand, its rating stratum's claims over those of it scored (never published: it follows the rating)
+    weight: float = 1.0
 
 
 class ReleaseScore(Record):

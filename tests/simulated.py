@@ -15,9 +15,10 @@ import pytest
 
 QUARTER = "2025Q3"
 REVIEWS, RELEASE = 300, 100
-# every Compromised claim is rewritten (119 rewrites), as the funnel and the kill and backfill checks expect; the
-# release takes 8 of the variants (tests/test_rectify_demand.py covers rectification on demand)
-STAGES = {"rectify": "all"}
+# every claim is scored and every Compromised one rewritten (119 rewrites), as the funnel and the kill and backfill
+# checks expect; the release takes 8 of the variants (tests/test_score_demand.py and tests/test_rectify_demand.py
+# cover scoring and rectification on demand, bench/rehearsal.py both at full size)
+STAGES = {"rectify": "all", "score": "all"}
 SIM_KEY = {"VERITAS_SIM_KEY": "sk-simulated"}
 PANEL_FAULTS = {"rate_limit": 0.01, "server_error": 0.005, "malformed": 0.005, "refusal": 0.002}
 

@@ -84,7 +84,8 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     six = stages["scored_claims"]
     # the three are rated "excitement", "misleading", "misleading": the claim is wrong, so per member a media rating
     # per medium and veracity, never context coverage (asked only where veracity comes out positive)
-    assert six["basis"] == "all 3 appearances rows kept by stage 5, questions as their ratings predict"
+    assert six["basis"] == ("all 3 appearances rows kept by stage 5, questions as their ratings predict; on demand: 3 "
+                            "of the 3 rated false")
     assert {m: v["calls"] for m, v in six["by_member"].items()} == {"text": 2 + 3, "eyes": 2 + 3}
     # the same prompts; the vision member also pays the two images of claim 0 on each of its 3 calls
     assert six["by_member"]["eyes"]["prompt_tokens"] - six["by_member"]["text"]["prompt_tokens"] == 3 * 2 * IMAGE_TOKENS

@@ -162,13 +162,20 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
             log.info(f"{STAGE}: round {rounds}: {len(variants)} of {len(outcomes)} rewrites held; "
                      + (f"{needed} more variants needed, {len(left)} candidates left" if needed else "enough for the release"))
     reached = plan.feasible(variants)
+    rate = len(variants) / len(outcomes) if outcomes else 0.0
     if reached < plan.target and log:
         log.warning(f"{STAGE}: the rewrites that held reach a release of {reached}, short of the {plan.target} that "
                     f"every rewrite holding would allow: {len(outcomes) - len(variants)} of {len(outcomes)} failed")
+    if reached < pipeline.release_size and pipeline.score == "demand" and rate < pipeline.expected_rewrite_success \
+            and log:
+        log.warning(f"{STAGE}: {rate:.0%} of the rewrites held, less than the {pipeline.expected_rewrite_success:.0%} "
+                    f"scored_claims counted on when it scored on demand: the release reaches {reached} of "
+                    f"{pipeline.release_size}. Run scored_claims again with stages.expected_rewrite_success: "
+                    f"{max(rate, 0.05):.2f} (or stages.score: all), then this stage")
     stats.extra.update({
         "rectify/target_size": plan.target, "rectify/size_without": plan.without, "rectify/size_reached": reached,
         "rectify/planned": planned, "rectify/rounds": rounds,
-        "rectify/success_rate": round(len(variants) / len(outcomes), 4) if outcomes else 0.0,
+        "rectify/success_rate": round(rate, 4),
     })
     return outcomes
 

@@ -309,10 +309,36 @@ def score_all(
         evidence, cuts = member_evidence(article, claim.text, budgets)
         return score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts)
 
-    work = prefetch(claims, score, llm.parallel_claims)
+    def score_batch(batch: list[NormalizedClaim]) -> dict:
+        """claim id -> (scored claim or None, reason), or the exception its scoring raised (raised again in the
+        stage's loop below, where the error budget counts it)."""
+        work, out = prefetch(batch, score, llm.parallel_claims), {}
+        for claim in batch:
+            try:
+                out[claim.claim_id] = work(claim)
+            except Exception as err:  # noqa: BLE001 - kept for map_records
+                if getattr(err, "stops_stage", False):  # the LLM budget or a dead endpoint: no further round
+                    raise
+                out[claim.claim_id] = err
+        return out
+
+    if pipeline.score == "all":
+        outcomes = score_batch(claims)
+        stats.extra["score/mode"] = "all"
+    elif pipeline.score == "demand":
+        from assets.release.demand import ScoringDemand  # the release's rules; the release reads this stage's bins
+
+        outcomes, extra = ScoringDemand(claims, pipeline).run(score_batch, log, STAGE)
+        stats.extra.update(extra)
+    else:
+        raise ValueError(f"stages.score must be demand or all, not {pipeline.score!r}")
 
     def one(claim: NormalizedClaim):
-        scored, reason = work(claim)
+        if claim.claim_id not in outcomes:
+            return None, "not_needed_for_release"
+        if isinstance(outcomes[claim.claim_id], Exception):
+            raise outcomes[claim.claim_id]
+        scored, reason = outcomes[claim.claim_id]
         if scored is not None:
             count(stats, f"label/{scored.integrity.label}")
             if scored.injection_flags:

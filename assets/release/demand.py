@@ -71,3 +71,89 @@ class DemandPlan:
         quarter's own success rate so far says it takes (the margin for rewrites that fail)."""
         rate = successes / attempts if attempts else 1.0
         return math.ceil(needed / max(rate, MIN_SUCCESS_RATE))
+
+
+def expected_label(claim) -> str:
+    """The label a claim's fact-checker's rating predicts (intact, unknown or compromised); it decides no label."""
+    from assets.claims.ratings import rating_category
+
+    category = rating_category(claim.rating_text, False)
+    return "compromised" if category.startswith("compromised") else category
+
+
+def held_share(claims: list, share: float) -> list:
+    """Every claim of ``claims`` that a success rate of ``share`` lets through, spread evenly, the first one first."""
+    return [c for i, c in enumerate(claims) if math.ceil((i + 1) * share) > math.ceil(i * share)]
+
+
+class ScoringDemand:
+    """Scoring on demand (``stages.score: demand``). Claims whose rating predicts Intact or Unknown are scarce: all
+    are scored. Those whose rating predicts Compromised (most of a real quarter) are a stratum scored in the
+    release's own order (``_order``), round by round, until the scored pool lets the selection reach
+    ``release_size`` with the Intact variants stage 7 can make when ``expected_rewrite_success`` of its rewrites
+    hold. Each claim of that stratum then stands for ``weight`` = stratum size / claims of it scored in the
+    release's Unknown share, so that the share is the quarter's, not the sample's."""
+
+    def __init__(self, claims: list, pipeline: PipelineResource):
+        if not 0 < pipeline.expected_rewrite_success <= 1:
+            raise ValueError(f"stages.expected_rewrite_success must be in (0, 1], not {pipeline.expected_rewrite_success}")
+        self.pipeline, self.success = pipeline, pipeline.expected_rewrite_success
+        self.sure = [c for c in claims if expected_label(c) != "compromised"]
+        self.stratum = sorted((c for c in claims if expected_label(c) == "compromised"), key=_order)
+        self.stratum_ids = {c.claim_id for c in self.stratum}
+
+    def first_round(self) -> int:
+        """Claims of the stratum to score with the sure ones: a Compromised half, plus the rewrites its Intact half
+        will need beyond the claims rated true, over the expected success."""
+        half = self.pipeline.release_size / 2
+        intact = sum(expected_label(c) == "intact" for c in self.sure)
+        return min(len(self.stratum), math.ceil(half + max(0.0, half - intact) / self.success))
+
+    def weighted(self, scored: list[ScoredClaim], attempted: int) -> list[ScoredClaim]:
+        weight = len(self.stratum) / attempted if attempted else 1.0
+        return [c.model_copy(update={"weight": weight}) if c.claim_id in self.stratum_ids else c for c in scored]
+
+    def reach(self, scored: list[ScoredClaim]) -> int:
+        """The release size the scored pool reaches with the variants stage 7 is expected to make (its candidates,
+        in its order, at the expected success)."""
+        plan = DemandPlan(scored, self.pipeline)
+        return plan.feasible([hypothetical_variant(c) for c in held_share(plan.candidates, self.success)])
+
+    def next_round(self, reached: int, found: int, attempted: int) -> int:
+        """Claims of the stratum for the release size still lacking: each pair takes a Compromised claim and
+        1 / expected success rewrites, over the share of the stratum scored Compromised so far."""
+        per_claim = max(found / attempted, 0.05) if attempted else 1.0
+        lacking = max(1, self.pipeline.release_size - reached)
+        return math.ceil(lacking / 2 * (1 + 1 / self.success) / per_claim)
+
+    def run(self, score_batch, log=None, stage: str = "scored_claims") -> tuple[dict, dict]:
+        """``score_batch(claims)`` scores a round (a dict claim id -> outcome, the scored claim or None first);
+        returns every outcome and the stage's ``score/*`` metadata. Rounds stop once the release is reached or the
+        stratum is spent."""
+        outcomes = score_batch(self.sure + self.stratum[: self.first_round()])
+        left = self.stratum[self.first_round():]
+        rounds = 1
+        while True:
+            attempted = len(self.stratum) - len(left)
+            scored = self.weighted([o[0] for o in outcomes.values() if isinstance(o, tuple) and o[0] is not None],
+                                   attempted)
+            reached = self.reach(scored)
+            found = sum(c.claim_id in self.stratum_ids and c.integrity.label == "compromised" for c in scored)
+            if log:
+                log.info(f"{stage}: round {rounds}: {attempted} of {len(self.stratum)} claims rated false scored; "
+                         f"the release reaches {reached} of {self.pipeline.release_size}")
+            if reached >= self.pipeline.release_size or not left:
+                break
+            batch = left[: self.next_round(reached, found, attempted)]
+            left = left[len(batch):]
+            outcomes.update(score_batch(batch))
+            rounds += 1
+        weight = len(self.stratum) / attempted if attempted else 1.0
+        for claim_id, outcome in outcomes.items():
+            if claim_id in self.stratum_ids and isinstance(outcome, tuple) and outcome[0] is not None:
+                outcomes[claim_id] = (outcome[0].model_copy(update={"weight": weight}), *outcome[1:])
+        return outcomes, {
+            "score/mode": "demand", "score/rounds": rounds, "score/rated_false": len(self.stratum),
+            "score/rated_false_scored": attempted, "score/rated_false_weight": round(weight, 4),
+            "score/expected_rewrite_success": self.success, "score/release_reached": reached,
+        }

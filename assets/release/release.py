@@ -163,7 +163,9 @@ def select_release(
     best = max(range(len(compromised) + 1), key=lambda c: (min(c, len(intact_for({x.claim_id for x in compromised[:c]}))), -c))
     sure_intact = intact_for({x.claim_id for x in compromised[:best]})  # Intact whichever of those are chosen
     n_pairs = min(best, len(sure_intact))
-    share = len(unknown) / len(originals) if originals else 0.0
+    # the quarter's share of Unknown originals: weighted, as claims scored on demand stand for their rating stratum
+    total = sum(c.weight for c in originals)
+    share = sum(c.weight for c in unknown) / total if total else 0.0
     n_unknown_natural = min(len(unknown), round(share * 2 * n_pairs / (1 - share))) if share < 1 else len(unknown)
     splits = [_split(compromised[:best]), _split(sure_intact), _split(unknown)]
     n, n_unknown, quotas = plan_sizes(

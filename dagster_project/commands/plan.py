@@ -277,13 +277,24 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
         basis6 = f"all {len(claims)} appearances rows kept by stage 5, questions as their ratings predict"
     else:
         claims, basis6 = normalized, f"{len(normalized)} normalized_claims rows"
-    if scored is None:  # each claim labelled as its fact-checker's rating predicts
-        scored, source = [expected_scored(c) for c in claims], f"{len(claims)} claims labelled by their ratings"
+    # each claim labelled as its fact-checker's rating predicts; on demand, stage 6's rounds run on those labels
+    expected = {c.claim_id: expected_scored(c) for c in claims}
+    if pipeline.score == "demand":
+        from assets.release.demand import ScoringDemand
+
+        outcomes, extra = ScoringDemand(claims, pipeline).run(lambda batch: {c.claim_id: (expected[c.claim_id], "")
+                                                                              for c in batch})
+        expected = {k: v[0] for k, v in outcomes.items()}
+        basis6 += (f"; on demand: {extra['score/rated_false_scored']} of the {extra['score/rated_false']} rated "
+                   "false")
+    if scored is None:
+        scored, source = list(expected.values()), f"{len(expected)} claims labelled by their ratings"
     else:
         source = f"{len(scored)} scored_claims rows"
     compromised, release, how = planner.to_rewrite(scored)
     basis7 = f"{source}; {how}"
-    estimates = [planner.normalize(appearances, articles), planner.score(claims, articles, basis6),
+    estimates = [planner.normalize(appearances, articles),
+                 planner.score([c for c in claims if c.claim_id in expected], articles, basis6),
                  planner.rectify(compromised, articles, basis7), *planner.jobs(release)]
     price = prices(llm)
     stages = []

@@ -1,0 +1,97 @@
+"""Issue 27: stage 6 scores on demand (stages.score: demand). Every claim whose rating is not "false" is scored;
+of those rated false, only as many as the release needs, in the release's own order, with the variants stage 7 makes
+at the expected success; the rest are not_needed_for_release and the scored ones of that stratum stand for it in the
+release's Unknown share. The raters are scripted on loopback (tests/test_rating_flow.py's)."""
+
+import pytest
+
+from assets.claims.rectified_claims import rectify_all
+from assets.claims.scored_claims import score_all
+from assets.release.demand import ScoringDemand, held_share
+from assets.release.release import select_release
+from dagster_project.config import PipelineResource
+from schemas.records import Integrity, ScoredClaim
+from tests.test_rating_flow import ARTICLE, _key, claim, resource, stub  # noqa: F401 - fixtures
+from tests.test_rectify_demand import text
+
+
+def quarter(n_true: int, n_false: int) -> list:
+    """Claims rated "True" (the raters find them true) and claims rated "False" (found false)."""
+    out = []
+    for i in range(n_true + n_false):
+        rated_true = i < n_true
+        c = claim(text(i) + (" TRUE" if rated_true else ""))
+        out.append(c.model_copy(update={"claim_id": f"c{i:03d}", "review_id": f"r{i:03d}",
+                                        "rating_text": "True" if rated_true else "False"}))
+    return out
+
+
+def articles(claims) -> dict:
+    return {c.review_id: ARTICLE.model_copy(update={"review_id": c.review_id}) for c in claims}
+
+
+def released(stub, tmp_path, claims, pipeline):
+    llm = resource(stub, tmp_path)
+    before = len(stub.requests)
+    scored, stats = score_all(claims, articles(claims), llm, pipeline, None)
+    asked = len(stub.requests) - before
+    out, _ = rectify_all(scored, articles(claims), llm, pipeline, None)
+    chosen, report = select_release(out, pipeline.release_size, pipeline.media_share, 0.0, dedupe=False)
+    return scored, stats, asked, chosen, report
+
+
+def test_demand_scores_the_claims_rated_false_the_release_needs(stub, tmp_path):
+    claims = quarter(n_true=5, n_false=60)
+    demand = PipelineResource(release_size=20)
+    scored, stats, asked, chosen, report = released(stub, tmp_path / "demand", claims, demand)
+    # all 5 rated true; of the 60 rated false, a Compromised half (10) and the rewrites for the 5 pairs the claims
+    # rated true cannot make, at 50% holding (10): 20, in the release's order
+    assert stats.extra["score/rated_false"] == 60 and stats.extra["score/rated_false_scored"] == 20
+    assert stats.extra["score/rounds"] == 1 and stats.extra["score/release_reached"] == 20
+    assert stats.drops["not_needed_for_release"] == 40 and len(scored) == 25
+    assert {c.weight for c in scored if c.rating_text == "False"} == {3.0}
+    assert {c.weight for c in scored if c.rating_text == "True"} == {1.0}
+    every = PipelineResource(release_size=20, score="all")
+    all_scored, all_stats, all_asked, all_chosen, all_report = released(stub, tmp_path / "all", claims, every)
+    assert len(all_scored) == 65 and all_stats.extra["score/mode"] == "all"
+    assert asked * 2 < all_asked  # 25 claims' ratings against 65's
+    # the same release: its full size, balanced, and the very same Compromised claims (the first in its order)
+    assert report["feasible_size"] == all_report["feasible_size"] == 20
+    assert report["selected"] == all_report["selected"] == {"intact": 10, "compromised": 10, "unknown": 0}
+    assert {c.claim_id for c in chosen if c.integrity.label == "compromised"} == \
+        {c.claim_id for c in all_chosen if c.integrity.label == "compromised"}
+
+
+def test_a_small_quarter_is_scored_whole(stub, tmp_path):
+    """With fewer claims than the release needs, demand scores every one: no round leaves a claim out."""
+    claims = quarter(n_true=2, n_false=8)
+    scored, stats = score_all(claims, articles(claims), resource(stub, tmp_path), PipelineResource(), None)
+    assert len(scored) == 10 and stats.extra["score/rated_false_scored"] == 8
+    assert "not_needed_for_release" not in stats.drops
+
+
+def scored_claim(i: int, label: str, weight: float = 1.0) -> ScoredClaim:
+    c = claim(text(i))
+    return ScoredClaim(**c.model_dump() | {"claim_id": f"s{i:03d}", "review_id": f"r{i:03d}"}, weight=weight,
+                       integrity=Integrity(score={"intact": 1.0, "unknown": 0.0, "compromised": -1.0}[label],
+                                           decisive_property="veracity", label=label))
+
+
+def test_the_unknown_share_is_the_quarters_not_the_samples():
+    """10 Unknown of a quarter of 130 claims where 90 rated false were scored as 30 (weight 3): the release's Unknown
+    share is 10/130, as if all 130 had been scored, not 10/70."""
+    claims = ([scored_claim(i, "unknown") for i in range(10)] + [scored_claim(i, "intact") for i in range(10, 40)]
+              + [scored_claim(i, "compromised", 3.0) for i in range(40, 70)])
+    _, weighted = select_release(claims, 100, 0.8, 0.0, dedupe=False)
+    assert weighted["unknown_share_of_originals"] == round(10 / 130, 4)
+    unweighted = [c.model_copy(update={"weight": 1.0}) for c in claims]
+    _, plain = select_release(unweighted, 100, 0.8, 0.0, dedupe=False)
+    assert plain["unknown_share_of_originals"] == round(10 / 70, 4)
+    assert weighted["selected"]["unknown"] < plain["selected"]["unknown"]
+
+
+def test_held_share_spreads_the_successes_and_the_rate_is_checked():
+    assert len(held_share(list(range(20)), 0.5)) == 10 and held_share([1, 2, 3], 1.0) == [1, 2, 3]
+    assert held_share(list(range(4)), 0.85)[0] == 0  # the first rewrite holds
+    with pytest.raises(ValueError, match="expected_rewrite_success"):
+        ScoringDemand([], PipelineResource(expected_rewrite_success=0.0))
