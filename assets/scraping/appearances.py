@@ -10,7 +10,9 @@ import lxml.html
 
 from assets.scraping import platforms
 from assets.scraping.articles import fetch_metadata
-from assets.scraping.links import canonical, cited_as_evidence, never_a_post, position_in, text_url_sentence, urls_in_text
+from assets.scraping.links import (
+    canonical, cited_as_evidence, never_a_post, position_in, text_url_sentence, urls_in_text,
+)
 from assets.common import (
     ErrorBudget,
     StageYield,

@@ -139,7 +139,9 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
     return images, videos, links
 
 
-def collect_media_and_contexts(html: str, base_url: str) -> tuple[list[ImageRef], list[str], list[str], list[LinkContext]]:
+def collect_media_and_contexts(
+    html: str, base_url: str,
+) -> tuple[list[ImageRef], list[str], list[str], list[LinkContext]]:
     """``collect_media`` and the words around each link (the first place the page links it)."""
     doc = lxml.html.fromstring(html)
     images, seen = [], set()

@@ -351,7 +351,8 @@ def link_context(el) -> tuple[str, str]:
         if owner in inner and not (text.is_tail and owner is el):
             part = "inside"
         elif text.is_tail:
-            part = "after" if owner is el or el in set(owner.iterdescendants()) or order[owner] > order[el] else "before"
+            later = owner is el or order[owner] > order[el] or el in set(owner.iterdescendants())
+            part = "after" if later else "before"
         else:
             part = "after" if order[owner] > order[el] else "before"
         parts[part].append(str(text))
