@@ -87,6 +87,15 @@ class ImageRef(Record):
     srcset: str = ""  # the page's srcset as written (src is its largest entry)
 
 
+class LinkContext(Record):
+    """The words around one of an article's links: its anchor text and the sentence it sits in (for an embedded
+    post, the sentence before the embed)."""
+
+    url: str
+    anchor: str = ""
+    sentence: str = ""
+
+
 class Article(Record):
     """Stage 3: the fact-check article behind a review."""
 
@@ -101,6 +110,7 @@ class Article(Record):
     images: list[ImageRef] = []
     video_urls: list[str] = []
     links: list[str] = []
+    link_contexts: list[LinkContext] = []  # for the links of the page's HTML (none for an article built without)
 
 
 class Medium(Record):

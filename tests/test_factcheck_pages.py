@@ -1,9 +1,9 @@
 """Stages 1-4 on 41 real fact-check pages of 22 publishers (issue 26), against hand labels of where each claim
 appeared (``tests/fixtures/factcheck_pages/labels.json``; what counts as an appearance is in the fixtures README).
 
-Measured with ``bench/candidate_links.py``: recall 1.00 and precision 0.59 over the corpus. The precision target of
-the issue (0.8) is not met: the remaining false candidates are posts and captures the checks cite as evidence (the
-original a clip was cut from, denials, official accounts' posts), which only the chooser can tell from the claim's.
+Measured with ``bench/candidate_links.py``: recall 0.99 and precision 0.82 over the corpus (0.59 before links cited
+as evidence were left out, ``links.cited_as_evidence``). On the publishers' held-out half the precision is 0.78: the
+target of the issue (0.8) is met overall and on the tuning half only.
 """
 
 import lxml.html
@@ -12,8 +12,9 @@ import trafilatura
 
 from assets.scraping.appearances import candidate_links, is_post
 from assets.scraping.articles import build_article, collect_media
-from assets.scraping.links import canonical, embedded_posts, in_chrome, urls_in_text
-from bench.candidate_links import CORPUS, load_corpus, page_html, run_page, scores
+from assets.scraping.links import (LATE, canonical, cited_as_evidence, cues, embedded_posts, in_chrome, link_context,
+                                   position_in, text_url_sentence, urls_in_text)
+from bench.candidate_links import CORPUS, halves, load_corpus, page_html, run_page, scores
 from dagster_project.config import PipelineResource
 from schemas.records import Article, TrustedReview
 
@@ -105,8 +106,12 @@ def test_recall_and_precision_on_the_corpus(results):
     overall = scores([result for result, _ in results.values()])["all"]
     assert overall["labelled"] == 103
     assert overall["recall"] >= 0.9
-    # issue 26 asks for 0.8; measured 0.59 (see the module docstring): this pins what the selection achieves
-    assert overall["precision"] >= 0.55
+    assert overall["precision"] >= 0.8
+    split = halves([result for result, _ in results.values()])
+    assert split["tuning"]["publishers"] == split["held-out"]["publishers"] == 11
+    assert split["tuning"]["precision"] >= 0.8 and split["tuning"]["recall"] >= 0.9
+    # the held-out half: 0.78 (see the module docstring); this pins what the rule achieves there
+    assert split["held-out"]["precision"] >= 0.75 and split["held-out"]["recall"] >= 0.9
 
 
 def test_template_links_are_not_candidates(results):
@@ -199,3 +204,66 @@ def test_one_candidate_per_post():
     article = Article(review_id="r", review_url="https://f.example/c", final_url="https://f.example/c",
                       raw_chars=0, text="", links=links)
     assert candidate_links(_review("https://f.example/c"), article) == [links[0], links[3]]
+
+
+def _context(article, url):
+    return next(c for c in article.link_contexts if c.url == url)
+
+
+def test_each_link_keeps_its_anchor_and_sentence(corpus, results):
+    """Fails without ``links.link_context``: the sentence a link sits in (here a list of three links), and for an
+    embedded tweet the sentence that introduces it."""
+    _, afp_en = results["afp_en"]
+    context = _context(afp_en, "https://perma.cc/9NCN-6AXY")
+    assert context.anchor == "here"
+    assert context.sentence == "More versions of the post are available on Facebook here, here and here."
+    _, galwan = results["vishvas_galwan"]
+    tweet = next(c for c in galwan.link_contexts if "Sheikh_faisal1" in c.url)
+    assert tweet.anchor == "" and "ट्विटर हैंडल" in tweet.sentence
+    doc = lxml.html.fromstring(page_html(corpus["afp_en"]))
+    [link] = doc.xpath("//a[@href='https://perma.cc/9NCN-6AXY']")
+    assert link_context(link) == (context.anchor, context.sentence)
+
+
+# links the checks cite as evidence early in the article, in sentences that say so: a reverse image search and the
+# real video's publisher ("sitio web oficial ... publicó el vídeo real")
+EARLY_EVIDENCE = {"fatabyyano": "https://archive.ph/v3Fb7", "newtral_fakes": "https://www.youtube.com/watch?v=_MjNSf1hjts"}
+
+
+def test_links_whose_sentence_cites_evidence_are_not_candidates(results):
+    """Fails without the cue rule: each sentence is in the first ``LATE`` of its article, so only its words (evidence
+    cues outnumbering appearance cues by two) leave the link out; the labelled appearances of the pages stay."""
+    for name, url in EARLY_EVIDENCE.items():
+        result, article = results[name]
+        sentence = _context(article, url).sentence
+        appearance, evidence = cues(sentence)
+        assert position_in(article.text, sentence) <= LATE and evidence - appearance >= 2, name
+        assert canonical(url) not in {canonical(u) for u in result.candidates}, name
+        assert url in article.links and not result.misses, name
+
+
+def test_late_links_need_words_of_sharing(results):
+    """Fails without the position rule: four YouTube videos of the game a clip came from, past ``LATE`` of
+    Fatabyyano's check, pointed at with a bare "here" and no cue either way, are left out; a late archive link whose
+    sentence says it is the post's ("The archive link of the post can be found here") stays."""
+    result, article = results["fatabyyano"]
+    videos = [c for c in article.link_contexts if c.anchor == "هنـا" and "youtube.com" in c.url]
+    assert len(videos) == 4
+    for context in videos:
+        assert cues(context.sentence) == (0, 0) and position_in(article.text, context.sentence) > LATE
+        assert context.url not in result.candidates
+    result, article = results["vishvas_en"]
+    context = _context(article, "https://perma.cc/UN6H-3EHA")
+    assert position_in(article.text, context.sentence) > LATE and not cited_as_evidence(context.sentence, 0.9)
+    assert context.url in result.candidates
+
+
+def test_a_text_url_is_judged_by_its_sentence():
+    text = ("The claim was shared at https://twitter.com/someone/status/1225090477847973888 on Monday. "
+            "The original video, according to its source, is https://www.youtube.com/watch?v=dQw4w9WgXcQ. ")
+    assert text_url_sentence(text, "https://www.youtube.com/watch?v=dQw4w9WgXcQ") == (
+        "The original video, according to its source, is https://www.youtube.com/watch?v=dQw4w9WgXcQ.")
+    article = Article(review_id="r", review_url="https://f.example/c", final_url="https://f.example/c",
+                      raw_chars=0, text=text)
+    assert candidate_links(_review("https://f.example/c"), article) == [
+        "https://twitter.com/someone/status/1225090477847973888"]

@@ -10,7 +10,9 @@ import lxml.html
 
 from assets.scraping import platforms
 from assets.scraping.articles import fetch_metadata
-from assets.scraping.links import canonical, never_a_post, urls_in_text
+from assets.scraping.links import (
+    canonical, cited_as_evidence, never_a_post, position_in, text_url_sentence, urls_in_text,
+)
 from assets.common import (
     ErrorBudget,
     StageYield,
@@ -168,14 +170,23 @@ def _whole_url_in(url: str, text: str) -> bool:
 
 def candidate_links(review: TrustedReview, article: Article) -> list[str]:
     """ClaimReview appearances first, then the article's post, archive and short links in page order (its links
-    with the posts it embeds, then the URLs written in its text), one link per post (``links.canonical``)."""
-    found = [*article.links, *urls_in_text(article.text)]
+    with the posts it embeds, then the URLs written in its text), one link per post (``links.canonical``). A link
+    whose sentence cites it as evidence (``links.cited_as_evidence``: the original a clip was cut from, a denial,
+    a source) is left out; the chooser still sees it among the article's other links."""
+    text_urls = urls_in_text(article.text)
+    sentences = {c.url: c.sentence for c in article.link_contexts}
+    sentences.update({url: text_url_sentence(article.text, url) for url in text_urls if url not in sentences})
+    found = [*article.links, *text_urls]
     out, seen = [], set()
     for link in [*review.appearance_urls, *(link for link in found if _may_be_appearance(link))]:
         key = canonical(link)
-        if key not in seen:
-            seen.add(key)
-            out.append(link)
+        if key in seen:
+            continue
+        seen.add(key)
+        sentence = sentences.get(link, "") if link not in review.appearance_urls else ""
+        if sentence and cited_as_evidence(sentence, position_in(article.text, sentence)):
+            continue
+        out.append(link)
     return out
 
 

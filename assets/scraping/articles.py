@@ -14,7 +14,7 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
-from assets.scraping.links import embed_of, in_chrome, in_embed, page_chars
+from assets.scraping.links import embed_of, in_chrome, in_embed, link_context, page_chars
 from assets.common import (
     ErrorBudget,
     RecordError,
@@ -28,7 +28,7 @@ from assets.common import (
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import FetchResult, WebResource
-from schemas.records import Article, ImageRef, TrustedReview
+from schemas.records import Article, ImageRef, LinkContext, TrustedReview
 
 STAGE = "articles"
 
@@ -135,6 +135,14 @@ def _markup_appearances(doc) -> list[str]:
 
 def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], list[str]]:
     """Images (src or the largest srcset entry, alt, figure caption), video links, and all outbound links."""
+    images, videos, links, _ = collect_media_and_contexts(html, base_url)
+    return images, videos, links
+
+
+def collect_media_and_contexts(
+    html: str, base_url: str,
+) -> tuple[list[ImageRef], list[str], list[str], list[LinkContext]]:
+    """``collect_media`` and the words around each link (the first place the page links it)."""
     doc = lxml.html.fromstring(html)
     images, seen = [], set()
     for img in doc.iter("img"):
@@ -161,21 +169,30 @@ def collect_media(html: str, base_url: str) -> tuple[list[ImageRef], list[str], 
     # the ClaimReview's own appearances, then the article's links in page order with the posts it embeds; links in
     # page chrome (share bars, the publisher's accounts, footers) and inside an embed (its media) are not its links
     links = _markup_appearances(doc)
+    contexts: dict[str, LinkContext] = {}
     chars, sizes = page_chars(doc), {}
     for el in doc.iter("a", "blockquote", "div", "iframe"):
         if el.tag != "a":
             embedded = embed_of(el, base_url)
             if embedded:
                 links.append(embedded.split("#")[0])
+                _note_context(contexts, links[-1], el)
             continue
         href = (el.get("href") or "").strip()
         skip = href.startswith(("#", "mailto:", "javascript:", "tel:")) or in_chrome(el, chars, sizes) or in_embed(el)
         if href and not skip:
             url = urljoin(base_url, href).split("#")[0]
             links.append(url)
+            _note_context(contexts, url, el)
             if VIDEO_EXT.search(url):
                 videos.append(url)
-    return images, list(dict.fromkeys(videos)), list(dict.fromkeys(links))
+    return images, list(dict.fromkeys(videos)), list(dict.fromkeys(links)), list(contexts.values())
+
+
+def _note_context(contexts: dict, url: str, el) -> None:
+    if url not in contexts:
+        anchor, sentence = link_context(el)
+        contexts[url] = LinkContext(url=url, anchor=anchor[:200], sentence=sentence[:800])
 
 
 def extract_article(html: str, url: str, min_chars: int = 1000) -> dict:
@@ -224,7 +241,7 @@ def build_article(review: TrustedReview, final_url: str, html: str, pipeline: Pi
         return None, "article_too_short"
     if len(fields["text"]) > pipeline.max_article_chars:
         return None, "article_too_long"
-    images, videos, links = collect_media(html, final_url)
+    images, videos, links, contexts = collect_media_and_contexts(html, final_url)
     own_host = urlsplit(final_url).hostname or ""
     return Article(
         review_id=review.review_id,
@@ -234,6 +251,7 @@ def build_article(review: TrustedReview, final_url: str, html: str, pipeline: Pi
         images=images,
         video_urls=videos,
         links=[link for link in links if (urlsplit(link).hostname or "") != own_host],
+        link_contexts=[c for c in contexts if (urlsplit(c.url).hostname or "") != own_host],
         **fields,
     ), ""
 

@@ -215,3 +215,146 @@ def never_a_post(url: str) -> bool:
     """Short links that are known not to name a post (map links)."""
     parts = urlsplit(url)
     return bool(NOT_POSTS.match((parts.hostname or "").lower().removeprefix("www.") + parts.path))
+
+
+# --- the words around a link: does the check cite it as where the claim appeared, or as evidence against it? ---
+# Stems matched at the start of a word (``shar`` matches "shared", "sharing"); scripts written without spaces
+# between words (Chinese) and the Arabic script (whose articles and conjunctions join the word) match anywhere.
+# One list per role, in the corpus' languages: en es pt fr de hi bn ar id tl zh.
+APPEARANCE_CUES = (
+    # en
+    "shared", "sharing", "viral", "circulat", "claim", "post", "archive", "users", "netizen", "doing the rounds",
+    "making the rounds",
+    # es / pt / fr
+    "compart", "circul", "viraliz", "publicaciones", "publicações", "usuari", "usuári", "internauta", "difund",
+    "archiv", "arquiv", "partag", "publications", "internaute", "utilisateur",
+    # de
+    "geteilt", "teilen", "verbreit", "kursier", "beitr", "nutzer", "user",
+    # hi / bn
+    "शेयर", "वायरल", "पोस्ट", "दावा", "दावे", "आर्काइव", "यूजर", "यूज़र", "শেয়ার", "ভাইরাল", "পোস্ট", "দাবি", "আর্কাইভ",
+    # ar
+    "تداول", "متداول", "منشور", "انتشر", "ادعاء", "أرشيف", "مستخدم", "حسابات",
+    # id / tl
+    "beredar", "dibagikan", "membagikan", "unggahan", "warganet", "arsip", "kumakalat", "kumalat", "ibinahagi",
+    # zh
+    "流傳", "流传", "轉傳", "转传", "網傳", "网传", "瘋傳", "疯传", "貼文", "帖文", "聲稱", "声称", "存檔", "存档",
+)
+EVIDENCE_CUES = (
+    # en
+    "original", "source", "according to", "said", "says", "statement", "official", "reverse", "search", "found",
+    "report", "website", "denied", "clarif", "study", "data", "interview", "speech", "channel", "press release",
+    "confirm", "told",
+    # es / pt
+    "fuente", "según", "oficial", "búsqueda", "busca", "desmint", "negó", "negou", "comunicado", "explic", "declar",
+    "sitio web", "informe", "entrevista", "canal", "fonte", "segundo", "pesquisa", "divulgou", "nota", "site",
+    # fr / de
+    "selon", "officiel", "recherche", "dément", "démenti", "quelle", "laut", "offiziell", "suche",
+    # hi / bn
+    "मूल", "स्रोत", "अनुसार", "आधिकारिक", "सर्च", "खोज", "रिपोर्ट", "बयान", "সূত্র", "অনুযায়ী", "সার্চ", "রিপোর্ট", "বিবৃতি",
+    # ar
+    "الأصلي", "مصدر", "مصادر", "وفق", "الرسمي", "البحث", "العكسي", "نفى", "بيان", "تقرير", "تقارير", "القناة",
+    # id / tl
+    "asli", "sumber", "menurut", "resmi", "penelusuran", "membantah", "pernyataan", "laporan", "situs", "orihinal",
+    "ayon sa", "opisyal", "sinabi", "ulat",
+    # zh
+    "原始", "來源", "来源", "根據", "根据", "官方", "搜尋", "搜索", "澄清", "聲明", "声明", "報導", "报道",
+)
+_SPACELESS = re.compile(r"[\u0600-\u06ff\u3040-\u30ff\u3400-\u9fff]")
+_SENTENCE_END = re.compile(r"[.!?।॥。！？؟]+(?=\s|$)")
+# blocks whose text is the link's paragraph
+TEXT_BLOCKS = {"p", "li", "blockquote", "figcaption", "td", "dd", "h1", "h2", "h3", "h4", "h5", "h6"}
+
+
+def _cue_pattern(cues: tuple[str, ...]) -> re.Pattern:
+    spaced = sorted((c for c in cues if not _SPACELESS.search(c)), key=len, reverse=True)
+    joined = sorted((c for c in cues if _SPACELESS.search(c)), key=len, reverse=True)
+    parts = [r"(?<!\w)(?:" + "|".join(map(re.escape, spaced)) + ")"] if spaced else []
+    parts += ["(?:" + "|".join(map(re.escape, joined)) + ")"] if joined else []
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+_APPEARANCE = _cue_pattern(APPEARANCE_CUES)
+_EVIDENCE = _cue_pattern(EVIDENCE_CUES)
+
+
+# past this share of the article's text a check has usually moved from where the claim went round to the evidence
+LATE = 0.4
+
+
+def cues(text: str) -> tuple[int, int]:
+    """(appearance cues, evidence cues) in a link's sentence."""
+    text = " ".join((text or "").split())
+    return len(_APPEARANCE.findall(text)), len(_EVIDENCE.findall(text))
+
+
+def position_in(text: str, sentence: str) -> float:
+    """Where the sentence starts in the article's text, 0 to 1 (0 when the extractor did not keep it)."""
+    start = text.find(" ".join(sentence.split())[:40]) if sentence.strip() and text else -1
+    return start / len(text) if start > 0 else 0.0
+
+
+def cited_as_evidence(sentence: str, position: float) -> bool:
+    """The link's sentence says the check cites it as evidence: its evidence cues outnumber its appearance cues
+    by two, or, past ``LATE`` of the article, are not outnumbered by them. A sentence without cues early in the
+    article keeps its link (the claim's posts are mostly cited first, in few words: "shared here, here")."""
+    appearance, evidence = cues(sentence)
+    if position > LATE:
+        evidence += 2
+    return evidence - appearance >= 2
+
+
+def text_url_sentence(text: str, url: str) -> str:
+    """The sentence a URL written in the text sits in."""
+    start = text.find(url)
+    if start < 0:
+        return ""
+    return _sentence_around(text[:start], url, text[start + len(url):])
+
+
+def _preceding_blocks(el, levels: int = 4):
+    """The elements before ``el``, nearest first, climbing at most ``levels`` ancestors."""
+    node = el
+    for _ in range(levels):
+        for sibling in node.itersiblings(preceding=True):
+            if isinstance(sibling.tag, str) and sibling.tag not in ("script", "style"):
+                yield sibling
+        node = node.getparent()
+        if node is None or node.tag in ("article", "main", "body"):
+            return
+
+
+def _sentence_around(before: str, anchor: str, after: str) -> str:
+    """The sentence the anchor sits in: from the last sentence end before it to the first one after it."""
+    ends = list(_SENTENCE_END.finditer(before))
+    start = before[ends[-1].end():] if ends else before
+    end = _SENTENCE_END.search(after)
+    tail = after[: end.end()] if end else after
+    return " ".join(f"{start[-300:]}{anchor}{tail[:300]}".split())
+
+
+def link_context(el) -> tuple[str, str]:
+    """(anchor text, the sentence the link sits in). An embedded post has no anchor: its sentence is the last one
+    before the embed (the text that introduces it), as the embed's own text is the post's."""
+    if el.tag != "a":
+        for node in _preceding_blocks(el):
+            text = " ".join(node.text_content().split())
+            if text:
+                ends = list(_SENTENCE_END.finditer(text[:-1]))
+                return "", (text[ends[-1].end():] if ends else text)[-300:].strip()
+        return "", ""
+    block = next((a for a in el.iterancestors() if a.tag in TEXT_BLOCKS), el.getparent())
+    order = {node: i for i, node in enumerate(block.iter())}
+    inner = {node for node in el.iter()}
+    parts: dict[str, list[str]] = {"before": [], "inside": [], "after": []}
+    for text in block.xpath(".//text()"):
+        owner = text.getparent()
+        if owner in inner and not (text.is_tail and owner is el):
+            part = "inside"
+        elif text.is_tail:
+            later = owner is el or order[owner] > order[el] or el in set(owner.iterdescendants())
+            part = "after" if later else "before"
+        else:
+            part = "after" if order[owner] > order[el] else "before"
+        parts[part].append(str(text))
+    anchor = " ".join("".join(parts["inside"]).split())
+    return anchor, _sentence_around("".join(parts["before"]), "".join(parts["inside"]), "".join(parts["after"]))
