@@ -95,3 +95,28 @@ def test_held_share_spreads_the_successes_and_the_rate_is_checked():
     assert held_share(list(range(4)), 0.85)[0] == 0  # the first rewrite holds
     with pytest.raises(ValueError, match="expected_rewrite_success"):
         ScoringDemand([], PipelineResource(expected_rewrite_success=0.0))
+
+
+class Log:
+    def __init__(self):
+        self.warnings: list[str] = []
+
+    def info(self, message: str) -> None:
+        pass
+
+    def warning(self, message: str) -> None:
+        self.warnings.append(message)
+
+
+def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_path):
+    """Every rewrite fails its check: the release falls short, and stage 7 names the setting to rerun stage 6 with."""
+    from tests.test_rectify_demand import pool, resource as rectify_resource, serving, shaky
+
+    with serving(shaky) as s:
+        claims, arts = pool(s, tmp_path, intact=5, compromised=30, unknown=4, shaky_every=1)
+        log = Log()
+        _, stats = rectify_all(claims, arts, rectify_resource(s, tmp_path), PipelineResource(release_size=20), None,
+                               log)
+    assert stats.extra["rectify/success_rate"] == 0.0 and stats.extra["rectify/size_reached"] < 20
+    assert any("less than the 50% scored_claims counted on" in w and "stages.expected_rewrite_success: 0.05" in w
+               for w in log.warnings)
