@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import random
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -213,8 +214,11 @@ def fact_check_page(rec: dict, review: dict, post_url: str, archive_url: str, fi
         links.append(LINK_SENTENCE[lang]["archive"].format(u=esc(archive_url)))
     paras = _paragraphs(rec, others, rng, rng.randrange(1500, 9000))
     half = max(1, len(paras) // 2)
+    # the record's first paragraph may be a fragment ("Source: Google Reverse Image Search"): a full stop ends it, so
+    # that the sentence of the link after it is the link's own, as on a publisher's page
+    lead = paras[0].rstrip() + ("" if re.search(r"[.!?।॥。！？؟:]$", paras[0].rstrip()) else ".")
     body = [figures.get("hero", ""), f"<p><strong>{esc(rec['claim'])}</strong></p>",
-            f"<p>{esc(paras[0])} {' '.join(links)}</p>", figures.get("screenshot", "")]
+            f"<p>{esc(lead)} {' '.join(links)}</p>", figures.get("screenshot", "")]
     body += [f"<p>{esc(p)}</p>" for p in paras[1:half]]
     body.append("<h2>What we found</h2>")
     body += [f"<p>{esc(p)}</p>" for p in paras[half:]]
