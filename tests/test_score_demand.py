@@ -120,3 +120,20 @@ def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_
     assert stats.extra["rectify/success_rate"] == 0.0 and stats.extra["rectify/size_reached"] < 20
     assert any("less than the 50% scored_claims counted on" in w and "stages.expected_rewrite_success: 0.05" in w
                for w in log.warnings)
+
+
+def test_rewrite_candidates_carry_media_at_the_releases_share():
+    """The variants on demand must not make the Intact half more media-heavy than the Compromised half (the shortcut
+    audit blocks a release where the number of media tells the label): candidates come at the media share."""
+    from assets.release.demand import DemandPlan, at_share
+
+    assert at_share(list("MMMMMMMM"), list("tt"), 0.8) == list("MMMMtMMMMt")
+    assert at_share(list("MM"), list("tttt"), 0.8) == list("MMtttt")
+    from tests.test_rating_flow import PHOTO
+
+    claims = [scored_claim(i, "compromised") for i in range(50)]  # half with a photo of its own, half without
+    claims = [c.model_copy(update={"media": [] if i % 2 else [PHOTO.model_copy(update={"medium_id": f"{i:064x}"})]})
+              for i, c in enumerate(claims)]
+    plan = DemandPlan(claims, PipelineResource(release_size=40))
+    first = plan.candidates[:10]
+    assert sum(bool(c.media) for c in first) == 8  # not 10: text claims come at the share
