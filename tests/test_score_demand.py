@@ -129,6 +129,7 @@ def test_rewrite_candidates_carry_media_at_the_releases_share():
 
     assert at_share(list("MMMMMMMM"), list("tt"), 0.8) == list("MMMMtMMMMt")
     assert at_share(list("MM"), list("tttt"), 0.8) == list("MMtttt")
+    assert at_share(list("MMMMM"), list("tt"), 0.5, before=(0, 3)) == list("MMMMtMt")  # after 3 text claims
     from tests.test_rating_flow import PHOTO
 
     claims = [scored_claim(i, "compromised") for i in range(50)]  # half with a photo of its own, half without

@@ -20,12 +20,13 @@ def hypothetical_variant(claim: ScoredClaim) -> ScoredClaim:
     })
 
 
-def at_share(media: list, text: list, share: float) -> list:
-    """The two lists merged, each in its order, so that every prefix holds about ``share`` of media claims (media
-    first while the prefix is below the share)."""
+def at_share(media: list, text: list, share: float, before: tuple[int, int] = (0, 0)) -> list:
+    """The two lists merged, each in its order, so that every prefix, after ``before`` (media, text) claims already
+    there, holds about ``share`` of media claims (media first while it is below the share)."""
     out, m, t = [], 0, 0
+    m0, t0 = before
     while m < len(media) or t < len(text):
-        if t >= len(text) or (m < len(media) and m < share * (m + t + 1)):
+        if t >= len(text) or (m < len(media) and m + m0 < share * (m + m0 + t + t0 + 1)):
             out.append(media[m])
             m += 1
         else:
@@ -39,9 +40,10 @@ class DemandPlan:
     removes them), the size its selection can reach with every Compromised claim rectified (``target``), and the
     Compromised claims in the order their variants serve the release best (``candidates``): from the end of the
     release's own order, so that the claims it would pick as Compromised are the last to be turned into Intact
-    ones, with media and text claims at the media share, so that the Intact variants and the Compromised claims
-    left carry media alike (media first made the Intact half's media share 0.91 against 0.61 in the Compromised
-    half, and the shortcut audit blocked that release: the number of media told the label)."""
+    ones, with media and text claims so that the Intact half (its natural claims and the variants) comes to the
+    media share, and the Compromised claims left carry media alike (media first made the Intact half's media share
+    0.91 against 0.61 in the Compromised half, and the shortcut audit blocked that release: the number of media told
+    the label)."""
 
     def __init__(self, scored: list[ScoredClaim], pipeline: PipelineResource):
         self.size, self.media_share = pipeline.release_size, pipeline.media_share
@@ -50,8 +52,10 @@ class DemandPlan:
             originals, pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
         compromised = [c for c in self.pool if c.integrity.label == "compromised"]
         compromised.sort(key=_order, reverse=True)
+        natural = [c for c in self.pool if c.integrity.label == "intact"]  # the Intact half's claims before any variant
         self.candidates = at_share([c for c in compromised if c.media], [c for c in compromised if not c.media],
-                                   self.media_share)
+                                   self.media_share, (sum(bool(c.media) for c in natural),
+                                                      sum(not c.media for c in natural)))
         self.without = self.feasible([])
         self.target = min(self.size, self.feasible([hypothetical_variant(c) for c in compromised]))
 

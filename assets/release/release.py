@@ -161,6 +161,10 @@ def select_release(
         return natural_intact + variants
 
     best = max(range(len(compromised) + 1), key=lambda c: (min(c, len(intact_for({x.claim_id for x in compromised[:c]}))), -c))
+    # a Compromised claim without a variant costs the Intact half nothing: all of them stay candidates, so that the
+    # Compromised half can prefer media as the Intact half does (else it took the first ones in order, media or not)
+    plain = sum(c.variant_of not in by_id for c in compromised)
+    best = max(best, plain)
     sure_intact = intact_for({x.claim_id for x in compromised[:best]})  # Intact whichever of those are chosen
     n_pairs = min(best, len(sure_intact))
     # the quarter's share of Unknown originals: weighted, as claims scored on demand stand for their rating stratum
