@@ -114,7 +114,8 @@ class PipelineResource(dg.ConfigurableResource):
     evidence_tokens_embedded: int = 750
     # stage 6: demand scores every claim whose fact-checker's rating is not "false", and of the others (the most
     # plentiful) only as many, in the release's own order, as the release needs with its rectified variants; the
-    # rest count as not_needed_for_release. all scores every claim
+    # rest count as not_needed_for_release. all scores every claim, as demand does with recurring: drop (the release
+    # then leaves out claims of earlier releases, which stage 6 cannot foresee)
     score: Literal["demand", "all"] = "demand"
     # the share of stage 7's rewrites that score: demand counts on holding (0 < share <= 1); a quarter whose rewrites
     # hold less often may fall short of release_size, and stage 7 says so

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rapidfuzz import fuzz
 
 from dagster_project.simulation.run import latest_release
 
@@ -72,7 +73,10 @@ def test_the_later_release_marks_the_claims_that_recur_from_the_earlier_one(back
         assert mark["quarter"] == EARLIER
         assert earlier[mark["id"]]["review_url"] != later[int(cid)]["review_url"]
         strip = lambda t: " ".join(w for w in t.split() if not w.startswith("<"))  # noqa: E731
-        assert strip(earlier[mark["id"]]["text"]) == strip(later[int(cid)]["text"]) or mark["by"] == "media"
+        # the same text, or a near-duplicate by the release's rule (an earlier rectified variant holds the claim's
+        # words: "There is no evidence that <claim>"), or the same media
+        same = fuzz.token_set_ratio(strip(earlier[mark["id"]]["text"]), strip(later[int(cid)]["text"])) >= 92
+        assert same or mark["by"] == "media"
     import polars as pl
 
     frame = pl.read_parquet(backfill["flagged"] / "claims.parquet")

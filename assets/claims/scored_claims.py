@@ -322,16 +322,23 @@ def score_all(
                 out[claim.claim_id] = err
         return out
 
-    if pipeline.score == "all":
+    if pipeline.score not in ("demand", "all"):
+        raise ValueError(f"stages.score must be demand or all, not {pipeline.score!r}")
+    if pipeline.score == "demand" and pipeline.recurring == "drop":
+        # the release then leaves out claims of earlier releases, which stage 6 cannot tell: it scores every claim
+        if log:
+            log.info(f"{STAGE}: recurring: drop leaves claims out at the release that demand cannot foresee: every "
+                     "claim is scored")
+        outcomes = score_batch(claims)
+        stats.extra["score/mode"] = "all (recurring: drop)"
+    elif pipeline.score == "all":
         outcomes = score_batch(claims)
         stats.extra["score/mode"] = "all"
-    elif pipeline.score == "demand":
+    else:
         from assets.release.demand import ScoringDemand  # the release's rules; the release reads this stage's bins
 
         outcomes, extra = ScoringDemand(claims, pipeline).run(score_batch, log, STAGE)
         stats.extra.update(extra)
-    else:
-        raise ValueError(f"stages.score must be demand or all, not {pipeline.score!r}")
 
     def one(claim: NormalizedClaim):
         if claim.claim_id not in outcomes:
