@@ -31,7 +31,7 @@ from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
 from assets.claims.normalized_claims import MEDIA_REF
-from assets.claims.scored_claims import bin3
+from assets.claims.bins import bin3
 from schemas.records import ReleaseClaim, ScoredClaim
 
 LABELS = ("intact", "unknown", "compromised")

@@ -17,7 +17,7 @@ import polars as pl
 from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
 from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
-from assets.claims.scored_claims import EPS, PUBLISHED_DECIMALS, bin3
+from assets.claims.bins import EPS, PUBLISHED_DECIMALS, bin3
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
 from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card
