@@ -55,9 +55,12 @@ def test_sigterm_in_a_model_stage_ends_veritas_run_within_10s_and_the_rerun_resu
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "no model stage started"
             if cache.exists():
-                with sqlite3.connect(cache) as db:
-                    rows = db.execute("SELECT stage FROM llm_ledger WHERE cache_hit=0 AND error IS NULL"
-                                      " ORDER BY id").fetchall()
+                try:
+                    with sqlite3.connect(cache) as db:
+                        rows = db.execute("SELECT stage FROM llm_ledger WHERE cache_hit=0 AND error IS NULL"
+                                          " ORDER BY id").fetchall()
+                except sqlite3.OperationalError:  # the file is there before the resource has made its tables
+                    rows = []
                 if len(rows) >= 2:
                     break
             time.sleep(0.1)
