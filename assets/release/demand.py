@@ -130,8 +130,12 @@ class ScoringDemand:
         intact = sum(expected_label(c) == "intact" for c in self.sure)
         return min(len(self.stratum), math.ceil(half + max(0.0, half - intact) / self.success))
 
+    def weight(self, attempted: int) -> float:
+        """What each scored claim of the stratum stands for: the stratum's size over its claims scored."""
+        return len(self.stratum) / attempted if attempted else 1.0
+
     def weighted(self, scored: list[ScoredClaim], attempted: int) -> list[ScoredClaim]:
-        weight = len(self.stratum) / attempted if attempted else 1.0
+        weight = self.weight(attempted)
         return [c.model_copy(update={"weight": weight}) if c.claim_id in self.stratum_ids else c for c in scored]
 
     def reach(self, scored: list[ScoredClaim]) -> int:
@@ -169,7 +173,7 @@ class ScoringDemand:
             left = left[len(batch):]
             outcomes.update(score_batch(batch))
             rounds += 1
-        weight = len(self.stratum) / attempted if attempted else 1.0
+        weight = self.weight(attempted)
         for claim_id, outcome in outcomes.items():
             if claim_id in self.stratum_ids and isinstance(outcome, tuple) and outcome[0] is not None:
                 outcomes[claim_id] = (outcome[0].model_copy(update={"weight": weight}), *outcome[1:])

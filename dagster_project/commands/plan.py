@@ -143,7 +143,7 @@ class Planner:
         """The Compromised claims stage 7 will rewrite: all of them (rectify: all), or on demand the ones the release
         lacks as Intact variants (DemandPlan), over the success rate a rewrite is expected to have; and the release
         expected from them, with REWRITE_SUCCESS of the rewrites holding (spread evenly over the list)."""
-        from assets.release.demand import DemandPlan, hypothetical_variant
+        from assets.release.demand import DemandPlan, held_share, hypothetical_variant
 
         demand = DemandPlan(scored, self.pipeline)
         compromised = [c for c in scored if c.integrity.label == "compromised"]
@@ -154,8 +154,7 @@ class Planner:
             n = min(len(demand.candidates), math.ceil(needed / REWRITE_SUCCESS))
             chosen, how = demand.candidates[:n], (f"on demand: {needed} variants lacking of {len(compromised)} "
                                                   f"Compromised, {n} rewrites at {REWRITE_SUCCESS:.0%} holding")
-        held = [c for i, c in enumerate(chosen) if math.ceil((i + 1) * REWRITE_SUCCESS) > math.ceil(i * REWRITE_SUCCESS)]
-        release, _ = demand.selection([hypothetical_variant(c) for c in held])
+        release, _ = demand.selection([hypothetical_variant(c) for c in held_share(chosen, REWRITE_SUCCESS)])
         return chosen, release, how
 
     def rectify(self, claims, articles, basis: str) -> Estimate:
