@@ -17,6 +17,8 @@ from assets.release.release import (
 from assets.claims.scored_claims import bin3
 from schemas.records import Integrity, Medium, PropertyVerdict, ScoredClaim
 
+ORDER_KEY = bytes(range(32))  # the tests' own release order key (a release reads its key from the store)
+
 
 def jpeg(color) -> bytes:
     buf = io.BytesIO()
@@ -109,7 +111,7 @@ def test_no_balance_is_never_faked():
 def test_written_release_passes_the_format_check_and_catches_damage(pool, tmp_path):
     claims, store = pool
     chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
-    release_claims, files = to_release_claims(chosen)
+    release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
     manifest = write_release(folder, "2020Q2", release_claims, files, store, {"version": "test"})
@@ -171,7 +173,7 @@ def test_release_has_zip_parquet_and_hashes_in_the_manifest(pool, tmp_path):
 
     claims, store = pool
     chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
-    release_claims, files = to_release_claims(chosen)
+    release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
     manifest = write_release(folder, "2020Q2", release_claims, files, store, {"version": "test"})
@@ -266,7 +268,7 @@ def test_media_share_is_a_hard_limit():
 def test_format_check_enforces_the_media_share_and_the_exact_size(pool, tmp_path):
     claims, store = pool
     chosen, report = select_release(claims, size=1000, media_share=0.8, similarity=92)
-    release_claims, files = to_release_claims(chosen)
+    release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
     # the pool allows 8 of the 1,000 asked: a short release fails the gate unless it is allowed, and then says so
@@ -301,7 +303,7 @@ def test_injection_flags_go_into_the_parquet_and_the_manifest(pool, tmp_path):
     claims, store = pool
     chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
     chosen[1] = chosen[1].model_copy(update={"injection_flags": ["ignore your instructions"]})
-    release_claims, files = to_release_claims(chosen)
+    release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
     manifest = write_release(folder, "2020Q2", release_claims, files, store, {"version": "test"},
@@ -317,7 +319,7 @@ def test_a_release_that_cannot_name_its_code_fails_the_gate_outside_a_demo(pool,
 
     claims, store = pool
     chosen, report = select_release(claims, size=8, media_share=0.8, similarity=92)
-    release_claims, files = to_release_claims(chosen)
+    release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
     write_release(folder, "2020Q2", release_claims, files, store, {"version": "t", "code_version": "unknown"})

@@ -14,7 +14,7 @@ from assets.release.order import order_statistics, release_orders
 from assets.release.release import ordered_release, select_release, to_release_claims, validate_release, write_release
 from dagster_project.resources.media import MediaStore
 from schemas.records import Medium
-from tests.test_release import claim, jpeg
+from tests.test_release import ORDER_KEY, claim, jpeg
 
 SCORES = {"compromised": -0.7778, "intact": 0.7778, "unknown": 0.0}
 # real claims: the AVeriTeC dev set's (CC BY-NC 4.0, tests/fixtures/LICENSES); labels here are the test's own
@@ -40,7 +40,7 @@ def test_a_release_is_numbered_in_an_order_that_carries_no_label(tmp_path):
     claims, store = labelled_pool(tmp_path)
     chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92)
     assert [c.integrity.label for c in chosen][:3] == ["compromised"] * 3  # the selection itself lists by label
-    release_claims, files = to_release_claims(chosen)
+    release_claims, files = to_release_claims(chosen, ORDER_KEY)
     assert len(release_claims) == 100 and [c.id for c in release_claims] == list(range(1, 101))
     labels = [bin3(c.integrity.score) for c in release_claims]
     assert labels != sorted(labels, key=list(SCORES).index)
@@ -58,12 +58,14 @@ def test_a_release_is_numbered_in_an_order_that_carries_no_label(tmp_path):
 def test_the_order_is_seeded_by_the_content_so_a_rebuild_gives_the_same_bytes(tmp_path):
     claims, store = labelled_pool(tmp_path)
     chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92)
-    first = ordered_release(chosen)
-    again = ordered_release(list(reversed(chosen)))  # the same content listed otherwise
+    first = ordered_release(chosen, ORDER_KEY)
+    again = ordered_release(list(reversed(chosen)), ORDER_KEY)  # the same content listed otherwise
     assert [c.model_dump() for c in first[1]] == [c.model_dump() for c in again[1]] and first[2] == again[2]
-    assert first[3]["seed"] == again[3]["seed"]
-    other = ordered_release(chosen[:-2])  # other content, another draw
-    assert other[3]["seed"] != first[3]["seed"]
+    assert first[3]["seed_commitment"] == again[3]["seed_commitment"]
+    other = ordered_release(chosen[:-2], ORDER_KEY)  # other content, another draw
+    assert other[3]["seed_commitment"] != first[3]["seed_commitment"]
+    stranger = ordered_release(chosen, b"another maintainer's key 32 byte")  # same content, another key
+    assert [c.text for c in stranger[1]] != [c.text for c in first[1]]
     for name in ("a", "b"):
         folder = tmp_path / name
         folder.mkdir()
@@ -75,7 +77,7 @@ def test_the_order_is_seeded_by_the_content_so_a_rebuild_gives_the_same_bytes(tm
 def test_media_ids_are_drawn_apart_from_claim_ids(tmp_path):
     claims, _ = labelled_pool(tmp_path, with_media=40)
     chosen, _ = select_release(claims, size=100, media_share=0.8, similarity=92)
-    _, release_claims, files, _ = ordered_release(chosen)
+    _, release_claims, files, _ = ordered_release(chosen, ORDER_KEY)
     pairs = sorted((c.id, m.id) for c in release_claims for m in c.media)
     media_in_claim_order = [m for _, m in pairs]
     assert media_in_claim_order != sorted(media_in_claim_order)  # not numbered by first appearance
@@ -86,7 +88,7 @@ def sorted_release(tmp_path, key) -> tuple:
     """A release written the way the old writer did: claims numbered in the selection's (label) order."""
     claims, store = labelled_pool(tmp_path, with_media=30)
     chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92)
-    release_claims, files = to_release_claims(chosen)
+    release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
     write_release(folder, "2025Q3", release_claims, files, store, {"version": "t", "selection": report})

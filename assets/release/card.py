@@ -145,8 +145,11 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
             f"(shuffle {s.get('same_label_expected', '-')}, {s.get('neighbours_z', '-')} sd) |"
             if "skipped" not in s else f"| {name} | {s['skipped']} | |" for name, s in order["statistics"].items())
         parts.append(
-            f"{heading} Order\n\nClaims and media are numbered in a random order drawn from a seed of the release's "
-            "content, starting from an order that knows nothing of the labels. Along each order below, Spearman's rho "
+            f"{heading} Order\n\nClaims and media are numbered in a random order drawn from a secret key kept by the "
+            f"maintainer (key {order.get('key', '-')}) and the release's content, starting from an order that is itself "
+            "secret, so that nothing public (review URLs, claim texts) lets anyone redo the draw and read which claims "
+            f"were rewritten. Only a commitment to the seed is published (sha256 {order.get('seed_commitment', '-')}): "
+            "the key's holder can show that a rebuild gives these bytes. Along each order below, Spearman's rho "
             "between position and integrity, and the share of neighbours with the same label, must be within "
             f"{order['max_z']} standard deviations of a shuffle (the neighbour share's spread is measured on "
             f"shuffles of the same labels).\n\n| order | Spearman's rho | same-label neighbours |\n|---|---|---|\n{rows}")

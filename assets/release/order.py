@@ -1,14 +1,20 @@
 """Nothing about a claim's label may be read from its place in a release.
 
-The release numbers its claims and its media in a random order, seeded from the release's content, so that a
-rebuild gives the same bytes (``release_seed``, ``shuffled``). ``order_problems`` checks a published release: along
+The release numbers its claims and its media in a random order drawn from a secret key that never leaves the
+maintainer's store (``order_key``) and the release's content, so that a rebuild with the key gives the same bytes
+and nobody without it can redo the draw (``release_seed``, ``shuffled``): an order drawn from public data alone (the
+claims sorted by an id that hashes the review URL, with a published seed) gave away which claims were rewritten.
+Only a commitment to the seed is published (``seed_commitment``). ``order_problems`` checks a published release: along
 the order of claims.json, of the claim ids and of the media ids, Spearman's rho between position and integrity and
 the share of neighbours with the same 3-bin label must look like a random order, within ``MAX_Z`` standard
 deviations of a shuffle. Plain functions, no Dagster.
 """
 
 import hashlib
+import hmac
+import os
 import random
+import secrets
 
 import numpy as np
 from scipy.stats import spearmanr
@@ -18,10 +24,72 @@ NULL_SHUFFLES = 500  # shuffles that measure the neighbour statistic's spread un
 MIN_CLAIMS = 8  # below this no order statistic means anything: the check reports it and passes
 
 
-def release_seed(keys: list[str]) -> int:
-    """A seed from the release's content (its claims' ids and texts, in any order): same content, same seed."""
-    digest = hashlib.sha256("\n".join(sorted(keys)).encode()).digest()
-    return int.from_bytes(digest[:8], "big")
+KEY_ENV = "VERITAS_RELEASE_KEY"  # the order key as hex, for a maintainer who keeps it outside the store
+KEY_REL = "secrets/release_order.key"  # where the store keeps it otherwise (never under releases/, never exported)
+KEY_BYTES = 32
+
+
+class OrderKeyError(RuntimeError):
+    """The release order's key is unusable: the message names where it was read and what to do."""
+
+
+def order_key(store) -> bytes:
+    """The secret the release order is drawn from: $VERITAS_RELEASE_KEY (hex), else the store's
+    ``secrets/release_order.key``, made on the first release. Keep it: a rebuild without it draws another order."""
+    if raw := os.environ.get(KEY_ENV, "").strip():
+        try:
+            key = bytes.fromhex(raw)
+        except ValueError:
+            raise OrderKeyError(f"${KEY_ENV} is not hex: set it to the {KEY_BYTES * 2} hex digits of the release "
+                                "order key, or unset it to use the store's") from None
+    else:
+        try:
+            key = store.get_bytes(KEY_REL)
+        except FileNotFoundError:
+            key = _make_key(store)
+    if len(key) < 16:
+        raise OrderKeyError(f"the release order key ({KEY_ENV} or {store.location}/{KEY_REL}) has {len(key)} bytes, "
+                            f"fewer than 16: restore the key the earlier releases were built with")
+    return key
+
+
+def _make_key(store) -> bytes:
+    """A new random key in the store; where two releases make one at once, both use the one that landed first."""
+    key = secrets.token_bytes(KEY_BYTES)
+    if store.is_s3:
+        store.put_bytes(KEY_REL, key)
+        return store.get_bytes(KEY_REL)
+    path = store.base / KEY_REL
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_bytes()
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
+def keyed(key: bytes, text: str) -> str:
+    """HMAC-SHA256 of ``text`` under the order key (hex): an order or a seed nobody without the key can redo."""
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def key_fingerprint(key: bytes) -> str:
+    """A short public name of the key (which key a release was drawn with), from which the key cannot be had."""
+    return hashlib.sha256(b"veritas release order key\x1f" + key).hexdigest()[:16]
+
+
+def release_seed(key: bytes, keys: list[str]) -> int:
+    """A seed from the secret key and the release's content (its claims' ids and texts, in any order): same key and
+    content, same seed; without the key, nothing to compute it from."""
+    return int(keyed(key, "\n".join(sorted(keys))), 16)
+
+
+def seed_commitment(seed: int) -> str:
+    """What the manifest publishes of a seed: its hash. The key's holder shows a rebuild is the release by
+    recomputing the seed; nobody else can invert the hash of a 256-bit value drawn from a 256-bit key."""
+    return hashlib.sha256(f"veritas release order seed {seed}".encode()).hexdigest()
 
 
 def shuffled(items: list, seed: int) -> list:

@@ -21,7 +21,17 @@ from assets.claims.bins import EPS, PUBLISHED_DECIMALS, bin3
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
 from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card
-from assets.release.order import MAX_Z, order_problems, release_orders, release_seed, shuffled
+from assets.release.order import (
+    MAX_Z,
+    key_fingerprint,
+    keyed,
+    order_key,
+    order_problems,
+    release_orders,
+    release_seed,
+    seed_commitment,
+    shuffled,
+)
 from assets.release.recurring import earlier_quarters, first_near_duplicate, match_recurring, release_fingerprints
 from dagster_project.config import PROJECT_ROOT, PipelineResource
 from dagster_project.resources.llm import LLMResource
@@ -232,28 +242,31 @@ def _number(chosen: list[ScoredClaim], media_numbers: dict[str, int]) -> tuple[l
 ORDER_ATTEMPTS = 20  # draws until the order passes the order check (a fair shuffle fails it ~0.3% of the time)
 
 
-def ordered_release(chosen: list[ScoredClaim]) -> tuple[list[ScoredClaim], list[ReleaseClaim], list[tuple[int, str, str]], dict]:
-    """The chosen claims numbered in a random order, and their media numbered in another, both seeded from the
-    release's content (claim ids, texts, media) so that a rebuild gives the same bytes. The draw starts from an
-    order that knows nothing of the labels (claim ids sorted), so not even the seed tells a label. Returns the
-    claims in release order, the release claims, the media files and the order's record (seed, draw, statistics)."""
-    base = sorted(chosen, key=lambda c: c.claim_id)
-    media = sorted({m.medium_id for c in base for m in c.media})
+def ordered_release(chosen: list[ScoredClaim], key: bytes) -> tuple[list[ScoredClaim], list[ReleaseClaim], list[tuple[int, str, str]], dict]:
+    """The chosen claims numbered in a random order, and their media numbered in another, both drawn from the secret
+    order ``key`` and the release's content (claim ids, texts, media), so that a rebuild with the key gives the same
+    bytes. The draw starts from an order that is itself secret (the ids under the key), so nothing public (review
+    URLs, claim texts, the ids they hash to) lets anyone redo it. Returns the claims in release order, the release
+    claims, the media files and the order's record (the seed's commitment, the draw, the statistics; never the
+    seed)."""
+    base = sorted(chosen, key=lambda c: keyed(key, c.claim_id))
+    media = sorted({m.medium_id for c in base for m in c.media}, key=lambda m: keyed(key, m))
     keys = [f"{c.claim_id}\t{c.text}" for c in base] + media
     for attempt in range(ORDER_ATTEMPTS):
-        seed = release_seed([*keys, f"draw {attempt}"])
+        seed = release_seed(key, [*keys, f"draw {attempt}"])
         ordered = shuffled(base, seed)
         numbers = {m: i for i, m in enumerate(shuffled(media, seed + 1), 1)}
         claims, files = _number(ordered, numbers)
         orders = release_orders([c.model_dump() for c in claims], bin3)
         if not order_problems(orders):
             break
-    return ordered, claims, files, {"seed": seed, "draw": attempt, "max_z": MAX_Z, "statistics": orders}
+    return ordered, claims, files, {"seed_commitment": seed_commitment(seed), "key": key_fingerprint(key),
+                                    "draw": attempt, "max_z": MAX_Z, "statistics": orders}
 
 
-def to_release_claims(chosen: list[ScoredClaim]) -> tuple[list[ReleaseClaim], list[tuple[int, str, str]]]:
+def to_release_claims(chosen: list[ScoredClaim], key: bytes) -> tuple[list[ReleaseClaim], list[tuple[int, str, str]]]:
     """The release claims and media files of ``ordered_release``: numeric ids in a random order."""
-    _, claims, files, _ = ordered_release(chosen)
+    _, claims, files, _ = ordered_release(chosen, key)
     return claims, files
 
 
@@ -496,12 +509,12 @@ def release(
     chosen, report = select_release(pool, pipeline.release_size, pipeline.media_share,
                                     pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
     report["allow_short_release"] = pipeline.allow_short_release
-    chosen, release_claims, files, order = ordered_release(chosen)
+    chosen, release_claims, files, order = ordered_release(chosen, order_key(store))
     flags = [c.injection_flags for c in chosen]
     marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
     by_id = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency
     audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(by_id),
-                           seed=order["seed"] % 2**32)
+                           seed=int(order["seed_commitment"][:8], 16))
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)
     provenance = {
