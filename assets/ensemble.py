@@ -306,11 +306,12 @@ def finish_llm_stage(result, llm: LLMResource, store, stage: str, quarter: str, 
     return dg.MaterializeResult(metadata=meta)
 
 
-def llm_claim_asset(name: str, description: str, upstream: str, in_model, out_model, process):
+def llm_claim_asset(name: str, description: str, upstream: str, in_model, out_model, process, keyed: bool = False):
     """Stages 5-7 as assets: the upstream claims and their articles in, ``process`` over them, the table, the
     yield with the stage's model calls, and its raw outputs out.
 
-    ``process(claims, articles_by_review_id, llm, pipeline, media_store, log) -> (records, StageYield)``.
+    ``process(claims, articles_by_review_id, llm, pipeline, media_store, log) -> (records, StageYield)``; with
+    ``keyed`` also ``key=``, the store's secret selection key (stages 6 and 7 work in the release's own order).
     """
     import dagster as dg
 
@@ -322,7 +323,12 @@ def llm_claim_asset(name: str, description: str, upstream: str, in_model, out_mo
         bad: list = []  # upstream rows that fail validation
         claims = load_upstream(store, upstream, quarter, in_model, bad)
         articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
-        out, stats = process(claims, articles, llm, pipeline, store.media_store(), context.log)
+        extra = {}
+        if keyed:
+            from assets.release.order import order_key
+
+            extra["key"] = order_key(store)
+        out, stats = process(claims, articles, llm, pipeline, store.media_store(), context.log, **extra)
         llm.check_stage(name, context.run_id)  # a dead model or a stop fails the stage before its table is written
         stats.extra.update(llm_metadata(llm, name, context.run_id))
         result = finish_stage(context, store, name, quarter, out, out_model, stats, bad)

@@ -10,6 +10,7 @@ from schemas.records import Article, NormalizedClaim
 from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.ops_support import rating, rating_reply
 from tests.test_llm import CALL, MESSAGES
+from tests.test_release import ORDER_KEY
 
 PRICE = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
 PER_CALL = 100 * 1e-6 + 20 * 2e-6  # 0.00014 USD
@@ -72,10 +73,10 @@ def test_stage_6_stops_on_the_budget_then_resumes_from_the_cache(stub, tmp_path)
     llm = _llm(stub, tmp_path, budget=3 * PER_CALL - 1e-6)
     # each claim: veracity (positive) then context coverage: 2 calls; the budget allows 3, so claim 2 stops the stage
     with pytest.raises(BudgetExceeded, match="LLM budget reached"):
-        score_all(_claims(3), _articles(3), llm, pipeline, None)
+        score_all(_claims(3), _articles(3), llm, pipeline, None, key=ORDER_KEY)
     assert stub.count("ok") == 3
     resumed = _llm(stub, tmp_path, budget=None)  # the budget raised (here: lifted) and the stage run again
-    out, stats = score_all(_claims(3), _articles(3), resumed, pipeline, None)
+    out, stats = score_all(_claims(3), _articles(3), resumed, pipeline, None, key=ORDER_KEY)
     assert len(out) == 3 and dict(stats.drops) == {}
     summary = resumed.ledger_summary(stage="scored_claims")
     assert (summary["calls"], summary["cache_hits"], summary["model_calls"]) == (3 + 6, 3, 3 + 3)

@@ -13,6 +13,7 @@ from assets.claims.rectified_claims import rectify_all
 from assets.claims.scored_claims import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
+from tests.test_release import ORDER_KEY
 from schemas.records import Article, Medium, NormalizedClaim
 from dagster_project.simulation.openai_stub import serving
 from tests.ops_support import rating, rating_reply
@@ -121,7 +122,7 @@ ARTICLE = Article(review_id="r1", review_url="https://fullfact.org/x", final_url
 def test_rectification_rescores_to_intact_and_links_both_ways(stub, tmp_path):
     llm = resource(stub, tmp_path)
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
-    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None, key=ORDER_KEY)
     assert [c.variant for c in out] == ["original", "rectified"]
     first, second = out
     assert first.variant_of == second.claim_id and second.variant_of == first.claim_id
@@ -133,7 +134,7 @@ def test_the_rewrite_is_checked_by_another_member_than_its_writer(stub, tmp_path
     llm = resource(stub, tmp_path, ("agree", "checker", "agree3"))
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
     before = len(stub.requests)
-    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None, key=ORDER_KEY)
     assert stats.extra["rectified"] == 1
     roles = [(mode, body["messages"][0]["content"].split(".")[0]) for mode, body in stub.requests[before:]]
     assert ("agree", "You turn a compromised claim into one true, stand-alone, shareable assertion that keeps the claim's media") in roles
@@ -144,6 +145,6 @@ def test_a_rewrite_that_leaves_the_claims_language_is_not_kept(stub, tmp_path):
     llm = resource(stub, tmp_path)
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
     german = original.model_copy(update={"language": "de", "text": "<image:0> Menschenmenge gestern in Hongkong"})
-    out, stats = rectify_all([german], {"r1": ARTICLE}, llm, EVERY, None)  # the writer answers in English
+    out, stats = rectify_all([german], {"r1": ARTICLE}, llm, EVERY, None, key=ORDER_KEY)  # the writer answers in English
     assert [c.variant for c in out] == ["original"]
     assert stats.extra["not_rectified/rewrite_language_changed"] == 1

@@ -15,6 +15,7 @@ from dagster_project.config import PipelineResource
 from dagster_project.simulation.openai_stub import serving
 from schemas.records import Integrity
 from tests.test_rating_flow import ARTICLE, PHOTO, _key, claim, resource, scripted  # noqa: F401 - its key fixture
+from tests.test_release import ORDER_KEY
 
 WORDS = ("harbour lantern quarry violin meadow tundra saffron glacier orchid pylon compass ember falcon walnut cobalt "
          "mosaic thistle canyon beacon raven delta piston marble willow oyster juniper bronze citadel nebula prairie "
@@ -63,20 +64,20 @@ def pool(stub, tmp_path, intact: int, compromised: int, unknown: int, shaky_ever
 
 def test_the_plan_counts_the_variants_the_release_lacks(stub, tmp_path):
     claims, _ = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
-    plan = DemandPlan(claims, PipelineResource(release_size=20))
+    plan = DemandPlan(claims, PipelineResource(release_size=20), key=ORDER_KEY)
     assert (plan.without, plan.target) == (11, 20)  # 5 pairs and 1 Unknown; with variants, the full 20
     k = plan.needed([], plan.candidates)
     assert k == 4  # 9 pairs: 5 natural Intact + 4 variants, 9 of the other 26 Compromised
     variants = [hypothetical_variant(c) for c in plan.candidates[:k]]
     linked = {v.variant_of: v.claim_id for v in variants}  # as stage 7 links an original to its variant
     originals = [c.model_copy(update={"variant_of": linked.get(c.claim_id, "")}) for c in claims]
-    chosen, report = select_release(originals + variants, 20, 0.8, 92)
+    chosen, report = select_release(originals + variants, 20, 0.8, 92, key=ORDER_KEY)
     assert report["feasible_size"] == 20 and {c.claim_id for c in variants} <= {c.claim_id for c in chosen}
     # the release's own Compromised picks are the last candidates: none of the rewritten ones is picked as one
     picked = {c.claim_id for c in chosen if c.integrity.label == "compromised"}
     assert not picked & {c.claim_id for c in plan.candidates[:k]}
     # a pool that balances without rewrites needs none
-    assert DemandPlan(claims, PipelineResource(release_size=10)).needed([], plan.candidates) == 0
+    assert DemandPlan(claims, PipelineResource(release_size=10), key=ORDER_KEY).needed([], plan.candidates) == 0
 
 
 def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
@@ -84,23 +85,23 @@ def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
     pipeline = PipelineResource(release_size=20)
     llm = resource(stub, tmp_path)
     before = len(stub.requests)
-    out, stats = rectify_all(claims, articles, llm, pipeline, None)
+    out, stats = rectify_all(claims, articles, llm, pipeline, None, key=ORDER_KEY)
     assert rewrites(stub, before) == 4  # prompts to the writer
     assert stats.extra["rectify/attempted"] == stats.extra["rectify/planned"] == 4 and stats.extra["rectify/rounds"] == 1
     assert stats.extra["not_rectified/not_needed_for_release"] == 26 and stats.extra["rectified"] == 4
     assert stats.extra["rectify/size_reached"] == stats.extra["rectify/target_size"] == 20
-    _, report = select_release(out, 20, 0.8, 92, dedupe=False)  # the rewrites all say the same: no dedupe here
+    _, report = select_release(out, 20, 0.8, 92, dedupe=False, key=ORDER_KEY)  # the rewrites all say the same: no dedupe here
     assert report["feasible_size"] == 20
     before = len(stub.requests)
     _, every = rectify_all(claims, articles, resource(stub, tmp_path / "all"), PipelineResource(release_size=20,
-                                                                                                rectify="all"), None)
+                                                                                                rectify="all"), None, key=ORDER_KEY)
     assert every.extra["rectify/attempted"] == 30 and every.extra["rectified"] == 30
     assert rewrites(stub, before) == 30
 
 
 def test_when_rewrites_fail_it_goes_on_at_the_rate_it_measured(stub, tmp_path):
     claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4, shaky_every=2)
-    out, stats = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None)
+    out, stats = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None, key=ORDER_KEY)
     held = stats.extra["rectified"]
     assert held >= 4 and stats.extra["rectify/rounds"] >= 2  # the first round's failures called for another
     assert stats.extra["rectify/size_reached"] == 20

@@ -76,7 +76,7 @@ def pool(tmp_path):
 
 def test_selection_is_balanced_with_unknown_share_and_no_pairs(pool):
     claims, _ = pool
-    chosen, report = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    chosen, report = select_release(claims, size=1000, media_share=0.8, similarity=92, key=ORDER_KEY)
     labels = [c.integrity.label for c in chosen]
     # 5 compromised (2 with variants), 2 natural intact + 2 variants, 2 unknown of 9 originals
     assert report["available"] == {"intact": 2, "compromised": 5, "unknown": 2, "rectified": 2}
@@ -84,14 +84,16 @@ def test_selection_is_balanced_with_unknown_share_and_no_pairs(pool):
     assert labels.count("unknown") == 2  # round(2/9 * 6 / (7/9)) = round(1.71)
     ids = {c.claim_id for c in chosen}
     assert not any(c.variant_of in ids and c.claim_id in ids for c in chosen if c.variant_of)
-    # the three compromised chosen are those without a variant, so both variants can serve as intact
-    assert {c.claim_id for c in chosen if c.integrity.label == "compromised"} == {"c1-o", "c2-o", "c3-o"}
+    # the Compromised half does not depend on whether a claim's rewrite held: it takes claims in the secret rank,
+    # c5-o with a variant among them; its media match the Intact half's (one photo each: c6-o is the only Intact one)
+    assert {c.claim_id for c in chosen if c.integrity.label == "compromised"} == {"c1-o", "c2-o", "c5-o"}
+    assert sum(bool(c.media) for c in chosen if c.integrity.label == "compromised") == 1
 
 
 def test_selection_respects_size_and_near_duplicates(pool):
     claims, _ = pool
     twin = claims[1].model_copy(update={"claim_id": "c2b-o", "text": claims[1].text + "!"})
-    chosen, report = select_release(claims + [twin], size=4, media_share=0.8, similarity=92)
+    chosen, report = select_release(claims + [twin], size=4, media_share=0.8, similarity=92, key=ORDER_KEY)
     assert report["near_duplicates"] == 1
     labels = [c.integrity.label for c in chosen]
     # exactly the requested size, balanced 2/2 with no room for Unknown; an empty selection fails here
@@ -104,13 +106,13 @@ def test_selection_respects_size_and_near_duplicates(pool):
 
 def test_no_balance_is_never_faked():
     only_false = [claim(f"x{i}-o", -1.0, TOPICS[i]) for i in range(3)]
-    chosen, report = select_release(only_false, size=1000, media_share=0.8, similarity=92)
+    chosen, report = select_release(only_false, size=1000, media_share=0.8, similarity=92, key=ORDER_KEY)
     assert chosen == [] and report["selected"] == {"intact": 0, "compromised": 0, "unknown": 0}
 
 
 def test_written_release_passes_the_format_check_and_catches_damage(pool, tmp_path):
     claims, store = pool
-    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92, key=ORDER_KEY)
     release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
@@ -119,7 +121,7 @@ def test_written_release_passes_the_format_check_and_catches_damage(pool, tmp_pa
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["year"] == 2020 and meta["quarter"] == 2
     assert meta["claim_counts"] == {"intact": 3, "nei": 2, "compromised": 3, "total": 8}
-    assert meta["media_counts"] == {"images": 3, "videos": 0} and len(list((folder / "images").glob("*.jpg"))) == 3
+    assert meta["media_counts"] == {"images": 2, "videos": 0} and len(list((folder / "images").glob("*.jpg"))) == 2
     data = json.loads((folder / "claims.json").read_text())["claims"]
     with_media = [c for c in data if c["media"]]
     for c in with_media:  # text references use the release's numeric media ids
@@ -172,7 +174,7 @@ def test_release_has_zip_parquet_and_hashes_in_the_manifest(pool, tmp_path):
     import polars as pl
 
     claims, store = pool
-    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92, key=ORDER_KEY)
     release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
@@ -239,13 +241,13 @@ def test_release_is_exactly_its_size_when_the_pool_allows_it():
     # 60 balanced pairs and 13 Unknown of 133 originals: scaling the Unknown share down to 100 claims used to give
     # int(9.77) = 9 Unknown and (100 - 9) // 2 = 45 pairs, 99 claims
     pool = _many("c", 60, -1.0) + _many("i", 60, 1.0) + _many("u", 13, 0.0)
-    chosen, report = select_release(pool, size=100, media_share=0.8, similarity=92)
+    chosen, report = select_release(pool, size=100, media_share=0.8, similarity=92, key=ORDER_KEY)
     labels = [c.integrity.label for c in chosen]
     assert len(chosen) == 100 == report["feasible_size"]
     assert labels.count("intact") == labels.count("compromised") == 45 and labels.count("unknown") == 10
     # an odd size with Unknown claims to spare is reached too; a pool too small gives what it has
-    assert len(select_release(pool, size=77, media_share=0.8, similarity=92)[0]) == 77
-    small, report = select_release(pool[:10] + pool[60:70], size=100, media_share=0.8, similarity=92)
+    assert len(select_release(pool, size=77, media_share=0.8, similarity=92, key=ORDER_KEY)[0]) == 77
+    small, report = select_release(pool[:10] + pool[60:70], size=100, media_share=0.8, similarity=92, key=ORDER_KEY)
     assert len(small) == 20 == report["feasible_size"]
 
 
@@ -253,7 +255,7 @@ def test_media_share_is_a_hard_limit():
     # Compromised: 8 with media, 2 text; Intact: 10 with media, none text. Rounding up per bin and topping the
     # Intact bin up with media gave 18 media claims of 20 (90 %)
     pool = _many("c", 10, -1.0, with_media=8) + _many("i", 10, 1.0, with_media=10)
-    chosen, report = select_release(pool, size=1000, media_share=0.8, similarity=92)
+    chosen, report = select_release(pool, size=1000, media_share=0.8, similarity=92, key=ORDER_KEY)
     with_media = sum(bool(c.media) for c in chosen)
     # the largest balanced release within 80 %: 5 pairs, 3 + 5 media claims of 10
     assert (len(chosen), with_media) == (10, 8) and report["media_claims"] == 8 and report["feasible_size"] == 10
@@ -261,13 +263,13 @@ def test_media_share_is_a_hard_limit():
     assert labels.count("intact") == labels.count("compromised") == 5
     # with text to spare the media are preferred up to the limit, never past it
     pool = _many("c", 10, -1.0, with_media=10) + _many("t", 10, -1.0) + _many("i", 20, 1.0, with_media=20)
-    chosen, _ = select_release(pool, size=20, media_share=0.8, similarity=92)
+    chosen, _ = select_release(pool, size=20, media_share=0.8, similarity=92, key=ORDER_KEY)
     assert len(chosen) == 20 and sum(bool(c.media) for c in chosen) == 16
 
 
 def test_format_check_enforces_the_media_share_and_the_exact_size(pool, tmp_path):
     claims, store = pool
-    chosen, report = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    chosen, report = select_release(claims, size=1000, media_share=0.8, similarity=92, key=ORDER_KEY)
     release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()
@@ -287,9 +289,9 @@ def test_format_check_enforces_the_media_share_and_the_exact_size(pool, tmp_path
     card = (folder / "README.md").read_text()
     assert "## Short release\n\nThis split has 8 claims, short of the release size 1000" in card
     with_media = sum(bool(c.media) for c in release_claims)
-    assert with_media == 3 and len(release_claims) == 8
-    # 3 media claims of 8 break a 30 % share (at most 2)
-    assert validate_release(folder, media_share=0.3) == ["3 of 8 claims have media: over the media share 0.3"]
+    assert with_media == 2 and len(release_claims) == 8
+    # 2 media claims of 8 break a 20 % share (at most 1)
+    assert validate_release(folder, media_share=0.2) == ["2 of 8 claims have media: over the media share 0.2"]
     # a claim lost on the way: 7 where the pool allowed 8
     data = json.loads((folder / "claims.json").read_text())
     (folder / "claims.json").write_text(json.dumps({"claims": data["claims"][:-1]}))
@@ -301,7 +303,7 @@ def test_injection_flags_go_into_the_parquet_and_the_manifest(pool, tmp_path):
     import polars as pl
 
     claims, store = pool
-    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92)
+    chosen, _ = select_release(claims, size=1000, media_share=0.8, similarity=92, key=ORDER_KEY)
     chosen[1] = chosen[1].model_copy(update={"injection_flags": ["ignore your instructions"]})
     release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
@@ -318,7 +320,7 @@ def test_a_release_that_cannot_name_its_code_fails_the_gate_outside_a_demo(pool,
     from assets.release.release import code_version
 
     claims, store = pool
-    chosen, report = select_release(claims, size=8, media_share=0.8, similarity=92)
+    chosen, report = select_release(claims, size=8, media_share=0.8, similarity=92, key=ORDER_KEY)
     release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()

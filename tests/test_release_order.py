@@ -38,7 +38,7 @@ def labelled_pool(tmp_path, n_per_label=(46, 46, 18), with_media=12):
 
 def test_a_release_is_numbered_in_an_order_that_carries_no_label(tmp_path):
     claims, store = labelled_pool(tmp_path)
-    chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92)
+    chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92, key=ORDER_KEY)
     assert [c.integrity.label for c in chosen][:3] == ["compromised"] * 3  # the selection itself lists by label
     release_claims, files = to_release_claims(chosen, ORDER_KEY)
     assert len(release_claims) == 100 and [c.id for c in release_claims] == list(range(1, 101))
@@ -57,7 +57,7 @@ def test_a_release_is_numbered_in_an_order_that_carries_no_label(tmp_path):
 
 def test_the_order_is_seeded_by_the_content_so_a_rebuild_gives_the_same_bytes(tmp_path):
     claims, store = labelled_pool(tmp_path)
-    chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92)
+    chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92, key=ORDER_KEY)
     first = ordered_release(chosen, ORDER_KEY)
     again = ordered_release(list(reversed(chosen)), ORDER_KEY)  # the same content listed otherwise
     assert [c.model_dump() for c in first[1]] == [c.model_dump() for c in again[1]] and first[2] == again[2]
@@ -76,7 +76,7 @@ def test_the_order_is_seeded_by_the_content_so_a_rebuild_gives_the_same_bytes(tm
 
 def test_media_ids_are_drawn_apart_from_claim_ids(tmp_path):
     claims, _ = labelled_pool(tmp_path, with_media=40)
-    chosen, _ = select_release(claims, size=100, media_share=0.8, similarity=92)
+    chosen, _ = select_release(claims, size=100, media_share=0.8, similarity=92, key=ORDER_KEY)
     _, release_claims, files, _ = ordered_release(chosen, ORDER_KEY)
     pairs = sorted((c.id, m.id) for c in release_claims for m in c.media)
     media_in_claim_order = [m for _, m in pairs]
@@ -87,7 +87,7 @@ def test_media_ids_are_drawn_apart_from_claim_ids(tmp_path):
 def sorted_release(tmp_path, key) -> tuple:
     """A release written the way the old writer did: claims numbered in the selection's (label) order."""
     claims, store = labelled_pool(tmp_path, with_media=30)
-    chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92)
+    chosen, report = select_release(claims, size=100, media_share=0.8, similarity=92, key=ORDER_KEY)
     release_claims, files = to_release_claims(chosen, ORDER_KEY)
     folder = tmp_path / "release"
     folder.mkdir()

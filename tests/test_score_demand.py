@@ -13,6 +13,7 @@ from dagster_project.config import PipelineResource
 from schemas.records import Integrity, ScoredClaim
 from tests.test_rating_flow import ARTICLE, _key, claim, resource, stub  # noqa: F401 - fixtures
 from tests.test_rectify_demand import text
+from tests.test_release import ORDER_KEY
 
 
 def quarter(n_true: int, n_false: int) -> list:
@@ -33,10 +34,10 @@ def articles(claims) -> dict:
 def released(stub, tmp_path, claims, pipeline):
     llm = resource(stub, tmp_path)
     before = len(stub.requests)
-    scored, stats = score_all(claims, articles(claims), llm, pipeline, None)
+    scored, stats = score_all(claims, articles(claims), llm, pipeline, None, key=ORDER_KEY)
     asked = len(stub.requests) - before
-    out, _ = rectify_all(scored, articles(claims), llm, pipeline, None)
-    chosen, report = select_release(out, pipeline.release_size, pipeline.media_share, 0.0, dedupe=False)
+    out, _ = rectify_all(scored, articles(claims), llm, pipeline, None, key=ORDER_KEY)
+    chosen, report = select_release(out, pipeline.release_size, pipeline.media_share, 0.0, dedupe=False, key=ORDER_KEY)
     return scored, stats, asked, chosen, report
 
 
@@ -65,7 +66,7 @@ def test_demand_scores_the_claims_rated_false_the_release_needs(stub, tmp_path):
 def test_a_small_quarter_is_scored_whole(stub, tmp_path):
     """With fewer claims than the release needs, demand scores every one: no round leaves a claim out."""
     claims = quarter(n_true=2, n_false=8)
-    scored, stats = score_all(claims, articles(claims), resource(stub, tmp_path), PipelineResource(), None)
+    scored, stats = score_all(claims, articles(claims), resource(stub, tmp_path), PipelineResource(), None, key=ORDER_KEY)
     assert len(scored) == 10 and stats.extra["score/rated_false_scored"] == 8
     assert "not_needed_for_release" not in stats.drops
 
@@ -82,10 +83,10 @@ def test_the_unknown_share_is_the_quarters_not_the_samples():
     share is 10/130, as if all 130 had been scored, not 10/70."""
     claims = ([scored_claim(i, "unknown") for i in range(10)] + [scored_claim(i, "intact") for i in range(10, 40)]
               + [scored_claim(i, "compromised", 3.0) for i in range(40, 70)])
-    _, weighted = select_release(claims, 100, 0.8, 0.0, dedupe=False)
+    _, weighted = select_release(claims, 100, 0.8, 0.0, dedupe=False, key=ORDER_KEY)
     assert weighted["unknown_share_of_originals"] == round(10 / 130, 4)
     unweighted = [c.model_copy(update={"weight": 1.0}) for c in claims]
-    _, plain = select_release(unweighted, 100, 0.8, 0.0, dedupe=False)
+    _, plain = select_release(unweighted, 100, 0.8, 0.0, dedupe=False, key=ORDER_KEY)
     assert plain["unknown_share_of_originals"] == round(10 / 70, 4)
     assert weighted["selected"]["unknown"] < plain["selected"]["unknown"]
 
@@ -94,7 +95,7 @@ def test_held_share_spreads_the_successes_and_the_rate_is_checked():
     assert len(held_share(list(range(20)), 0.5)) == 10 and held_share([1, 2, 3], 1.0) == [1, 2, 3]
     assert held_share(list(range(4)), 0.85)[0] == 0  # the first rewrite holds
     with pytest.raises(ValueError, match="expected_rewrite_success"):
-        ScoringDemand([], PipelineResource(expected_rewrite_success=0.0))
+        ScoringDemand([], PipelineResource(expected_rewrite_success=0.0), key=ORDER_KEY)
 
 
 class Log:
@@ -116,7 +117,7 @@ def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_
         claims, arts = pool(s, tmp_path, intact=5, compromised=30, unknown=4, shaky_every=1)
         log = Log()
         _, stats = rectify_all(claims, arts, rectify_resource(s, tmp_path), PipelineResource(release_size=20), None,
-                               log)
+                               log, key=ORDER_KEY)
     assert stats.extra["rectify/success_rate"] == 0.0 and stats.extra["rectify/size_reached"] < 20
     assert any("less than the 50% scored_claims counted on" in w and "stages.expected_rewrite_success: 0.05" in w
                for w in log.warnings)
@@ -135,6 +136,6 @@ def test_rewrite_candidates_carry_media_at_the_releases_share():
     claims = [scored_claim(i, "compromised") for i in range(50)]  # half with a photo of its own, half without
     claims = [c.model_copy(update={"media": [] if i % 2 else [PHOTO.model_copy(update={"medium_id": f"{i:064x}"})]})
               for i, c in enumerate(claims)]
-    plan = DemandPlan(claims, PipelineResource(release_size=40))
+    plan = DemandPlan(claims, PipelineResource(release_size=40), key=ORDER_KEY)
     first = plan.candidates[:10]
     assert sum(bool(c.media) for c in first) == 8  # not 10: text claims come at the share

@@ -78,7 +78,7 @@ def rectify(
 
 def rectify_all(
     claims: list[ScoredClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore, log=None,
+    media_store: MediaStore, log=None, key: bytes | None = None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     """Every scored claim passes through; Compromised ones gain a linked rectified variant when one holds up."""
     stats = StageYield(len(claims))
@@ -111,7 +111,9 @@ def rectify_all(
         work = prefetch(compromised, attempt, llm.parallel_claims)
         outcomes = {c.claim_id: work(c) for c in compromised}
     elif pipeline.rectify == "demand":
-        outcomes = rectify_on_demand(claims, attempt, llm.parallel_claims, pipeline, stats, log)
+        if key is None:
+            raise ValueError("stages.rectify: demand rewrites in the release's secret order: pass the store's key")
+        outcomes = rectify_on_demand(claims, attempt, llm.parallel_claims, pipeline, stats, log, key)
     else:
         raise ValueError(f"stages.rectify must be demand or all, not {pipeline.rectify!r}")
     stats.extra["rectify/mode"] = pipeline.rectify
@@ -137,12 +139,12 @@ def rectify_all(
 
 
 def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipeline: PipelineResource,
-                      stats: StageYield, log=None) -> dict[str, tuple]:
+                      stats: StageYield, log=None, key: bytes = b"") -> dict[str, tuple]:
     """Rewrites, round by round, only the Compromised claims the release needs as Intact variants (DemandPlan): each
     round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
     stops once the selection reaches its target, or when no candidate is left. Returns claim id -> outcome of every
     rewrite made."""
-    plan = DemandPlan(claims, pipeline)
+    plan = DemandPlan(claims, pipeline, key)
     outcomes: dict[str, tuple] = {}
     variants: list[ScoredClaim] = []
     left = list(plan.candidates)
@@ -183,5 +185,5 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
 rectified_claims = llm_claim_asset(
     STAGE,
     "Stage 7: originals plus Intact rectified variants of Compromised claims, linked both ways.",
-    upstream="scored_claims", in_model=ScoredClaim, out_model=ScoredClaim, process=rectify_all,
+    upstream="scored_claims", in_model=ScoredClaim, out_model=ScoredClaim, process=rectify_all, keyed=True,
 )

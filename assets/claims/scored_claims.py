@@ -261,7 +261,7 @@ def score_claim(
 
 def score_all(
     claims: list[NormalizedClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore, log=None,
+    media_store: MediaStore, log=None, key: bytes | None = None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     stats = StageYield(len(claims))
     budgets = evidence_budgets(llm, pipeline)  # before any call: a member without a known context window stops here
@@ -301,7 +301,9 @@ def score_all(
     else:
         from assets.release.demand import ScoringDemand  # the release's rules; the release reads this stage's bins
 
-        outcomes, extra = ScoringDemand(claims, pipeline).run(score_batch, log, STAGE)
+        if key is None:
+            raise ValueError("stages.score: demand scores in the release's secret order: pass the store's key")
+        outcomes, extra = ScoringDemand(claims, pipeline, key).run(score_batch, log, STAGE)
         stats.extra.update(extra)
 
     def one(claim: NormalizedClaim):
@@ -326,5 +328,5 @@ def score_all(
 scored_claims = llm_claim_asset(
     STAGE,
     "Stage 6: ensemble ratings of authenticity, contextualization, veracity, context coverage; integrity.",
-    upstream="normalized_claims", in_model=NormalizedClaim, out_model=ScoredClaim, process=score_all,
+    upstream="normalized_claims", in_model=NormalizedClaim, out_model=ScoredClaim, process=score_all, keyed=True,
 )

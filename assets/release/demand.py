@@ -5,7 +5,7 @@ first to cover it."""
 import math
 
 from assets.common import stable_id
-from assets.release.release import _order, remove_near_duplicates, select_release
+from assets.release.release import remove_near_duplicates, select_release, selection_rank
 from dagster_project.config import PipelineResource
 from schemas.records import Integrity, ScoredClaim
 
@@ -45,26 +45,29 @@ class DemandPlan:
     0.91 against 0.61 in the Compromised half, and the shortcut audit blocked that release: the number of media told
     the label)."""
 
-    def __init__(self, scored: list[ScoredClaim], pipeline: PipelineResource):
-        self.size, self.media_share = pipeline.release_size, pipeline.media_share
-        originals = sorted((c for c in scored if c.variant == "original"), key=_order)
+    def __init__(self, scored: list[ScoredClaim], pipeline: PipelineResource, key: bytes):
+        self.size, self.media_share, self.key = pipeline.release_size, pipeline.media_share, key
+        rank = selection_rank(key)
+        originals = sorted((c for c in scored if c.variant == "original"), key=rank)
         self.pool, self.near_duplicates = remove_near_duplicates(
             originals, pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
         compromised = [c for c in self.pool if c.integrity.label == "compromised"]
-        compromised.sort(key=_order, reverse=True)
         natural = [c for c in self.pool if c.integrity.label == "intact"]  # the Intact half's claims before any variant
-        self.candidates = at_share([c for c in compromised if c.media], [c for c in compromised if not c.media],
-                                   self.media_share, (sum(bool(c.media) for c in natural),
-                                                      sum(not c.media for c in natural)))
+        every = [hypothetical_variant(c) for c in compromised]
         self.without = self.feasible([])
-        self.target = min(self.size, self.feasible([hypothetical_variant(c) for c in compromised]))
+        self.target = min(self.size, self.feasible(every))
+        # the Compromised half the selection takes does not depend on the variants: its claims are no candidates
+        halves = {c.claim_id for c in self.selection(every)[0] if c.integrity.label == "compromised"}
+        rest = sorted((c for c in compromised if c.claim_id not in halves), key=rank, reverse=True)
+        self.candidates = at_share([c for c in rest if c.media], [c for c in rest if not c.media], self.media_share,
+                                   (sum(bool(c.media) for c in natural), sum(not c.media for c in natural)))
 
     def selection(self, variants: list[ScoredClaim]) -> tuple[list[ScoredClaim], dict]:
         """The release's selection on the pool plus ``variants`` (each original linked to its own, as stage 7 links
         them), and its report."""
         linked = {v.variant_of: v.claim_id for v in variants}
         pool = [c.model_copy(update={"variant_of": linked[c.claim_id]}) if c.claim_id in linked else c for c in self.pool]
-        return select_release(pool + variants, self.size, self.media_share, similarity=0.0, dedupe=False)
+        return select_release(pool + variants, self.size, self.media_share, similarity=0.0, dedupe=False, key=self.key)
 
     def feasible(self, variants: list[ScoredClaim]) -> int:
         """The release size the selection reaches on the pool plus ``variants``."""
@@ -110,17 +113,17 @@ def held_share(claims: list, share: float) -> list:
 class ScoringDemand:
     """Scoring on demand (``stages.score: demand``). Claims whose rating predicts Intact or Unknown are scarce: all
     are scored. Those whose rating predicts Compromised (most of a real quarter) are a stratum scored in the
-    release's own order (``_order``), round by round, until the scored pool lets the selection reach
+    release's own order (``selection_rank``), round by round, until the scored pool lets the selection reach
     ``release_size`` with the Intact variants stage 7 can make when ``expected_rewrite_success`` of its rewrites
     hold. Each claim of that stratum then stands for ``weight`` = stratum size / claims of it scored in the
     release's Unknown share, so that the share is the quarter's, not the sample's."""
 
-    def __init__(self, claims: list, pipeline: PipelineResource):
+    def __init__(self, claims: list, pipeline: PipelineResource, key: bytes):
         if not 0 < pipeline.expected_rewrite_success <= 1:
             raise ValueError(f"stages.expected_rewrite_success must be in (0, 1], not {pipeline.expected_rewrite_success}")
-        self.pipeline, self.success = pipeline, pipeline.expected_rewrite_success
+        self.pipeline, self.success, self.key = pipeline, pipeline.expected_rewrite_success, key
         self.sure = [c for c in claims if expected_label(c) != "compromised"]
-        self.stratum = sorted((c for c in claims if expected_label(c) == "compromised"), key=_order)
+        self.stratum = sorted((c for c in claims if expected_label(c) == "compromised"), key=selection_rank(key))
         self.stratum_ids = {c.claim_id for c in self.stratum}
 
     def first_round(self) -> int:
@@ -141,7 +144,7 @@ class ScoringDemand:
     def reach(self, scored: list[ScoredClaim]) -> int:
         """The release size the scored pool reaches with the variants stage 7 is expected to make (its candidates,
         in its order, at the expected success)."""
-        plan = DemandPlan(scored, self.pipeline)
+        plan = DemandPlan(scored, self.pipeline, self.key)
         return plan.feasible([hypothetical_variant(c) for c in held_share(plan.candidates, self.success)])
 
     def next_round(self, reached: int, found: int, attempted: int) -> int:

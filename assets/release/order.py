@@ -33,9 +33,10 @@ class OrderKeyError(RuntimeError):
     """The release order's key is unusable: the message names where it was read and what to do."""
 
 
-def order_key(store) -> bytes:
-    """The secret the release order is drawn from: $VERITAS_RELEASE_KEY (hex), else the store's
-    ``secrets/release_order.key``, made on the first release. Keep it: a rebuild without it draws another order."""
+def order_key(store, create: bool = True) -> bytes | None:
+    """The secret the release order and the selection are drawn from: $VERITAS_RELEASE_KEY (hex), else the store's
+    ``secrets/release_order.key``, made by the first stage that needs it (None when absent and ``create`` is off).
+    Keep it: a rebuild without it selects and orders otherwise."""
     if raw := os.environ.get(KEY_ENV, "").strip():
         try:
             key = bytes.fromhex(raw)
@@ -46,6 +47,8 @@ def order_key(store) -> bytes:
         try:
             key = store.get_bytes(KEY_REL)
         except FileNotFoundError:
+            if not create:
+                return None
             key = _make_key(store)
     if len(key) < 16:
         raise OrderKeyError(f"the release order key ({KEY_ENV} or {store.location}/{KEY_REL}) has {len(key)} bytes, "

@@ -50,8 +50,11 @@ STAGE = "release"
 JPEG_MAGIC = b"\xff\xd8\xff"
 
 
-def _order(claim: ScoredClaim) -> str:
-    return hashlib.sha256(claim.claim_id.encode()).hexdigest()  # a stable order that does not favour any source
+def selection_rank(key: bytes):
+    """The order the selection takes claims in: their ids under the secret order key. A public order (the ids'
+    plain hashes) let anyone rank the released claims as the selection did, and the selection takes its
+    Compromised half from the front of that order and its rewrites from the back: the rank told the label."""
+    return lambda claim: keyed(key, "selection\x1f" + claim.claim_id)
 
 
 def remove_near_duplicates(
@@ -121,17 +124,23 @@ def _pick(candidates: list[ScoredClaim], k: int, n_media: int) -> list[ScoredCla
     return media[:n_media] + text[: k - n_media]
 
 
+def _variants_after(claims: list[ScoredClaim], by_id: dict) -> list[int]:
+    """[k] = how many of ``claims[k:]`` have a variant in the pool (a suffix count, so each lookup is O(1))."""
+    out = [0] * (len(claims) + 1)
+    for k in range(len(claims) - 1, -1, -1):
+        out[k] = out[k + 1] + (claims[k].variant_of in by_id)
+    return out
+
+
 def _split(claims: list[ScoredClaim]) -> tuple[int, int]:
     n_media = sum(bool(c.media) for c in claims)
     return n_media, len(claims) - n_media
 
 
-def plan_sizes(
-    size: int, n_pairs: int, n_unknown_natural: int, unknown_available: int, bins_of, media_share: float
-) -> tuple[int, int, list[int]]:
+def plan_sizes(size: int, n_pairs: int, n_unknown_natural: int, unknown_available: int, fits) -> tuple[int, int, list[int]]:
     """(pairs, Unknown claims, media quotas) of the largest release up to ``size`` that balance, the Unknown share
-    (within one claim, to reach the exact size) and the media limit allow. ``bins_of(pairs, unknown)`` gives
-    the bins as ``media_quotas`` reads them."""
+    (within one claim, to reach the exact size) and the media limit allow. ``fits(pairs, unknown)`` gives the media
+    quotas of such a release, or None where it cannot be filled."""
     capacity = 2 * n_pairs + n_unknown_natural
     for target in range(min(size, capacity), 0, -1):
         ideal = n_unknown_natural * target / capacity
@@ -139,7 +148,7 @@ def plan_sizes(
             n = (target - n_unknown) // 2
             if n_unknown > unknown_available or 2 * n + n_unknown != target or n > n_pairs:
                 continue
-            quotas = media_quotas(bins_of(n, n_unknown), media_share)
+            quotas = fits(n, n_unknown)
             if quotas is not None:
                 return n, n_unknown, quotas
     return 0, 0, [0, 0, 0]
@@ -147,48 +156,82 @@ def plan_sizes(
 
 def select_release(
     claims: list[ScoredClaim], size: int, media_share: float, similarity: float, phash_max_distance: int = -1,
-    dedupe: bool = True,
+    dedupe: bool = True, *, key: bytes, detectability: dict[str, float] | None = None,
 ) -> tuple[list[ScoredClaim], dict]:
     """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant;
     exactly ``size`` claims when the pool allows it, and never more than media_share of them with media.
-    ``dedupe`` off: the claims are free of near-duplicates already (the rectification plan's pool)."""
+
+    Claims are taken in the secret ``selection_rank`` of ``key``. The Compromised half is the first Compromised
+    claims of that rank, media and text apart, whether or not their rewrite held: it must not depend on it (taking
+    the claims without a variant first put every failed rewrite in the Compromised half, 50% of it against a 15%
+    base rate). The Intact half is the natural Intact claims, then the variants of the Compromised claims left, the
+    least detectable first (``detectability``: rectified claim id -> how well a classifier told it from natural
+    claims; see assets/release/adversarial.py). ``dedupe`` off: the claims are free of near-duplicates already."""
+    rank = selection_rank(key)
     if dedupe:
-        pool, duplicates = remove_near_duplicates(sorted(claims, key=_order), similarity, phash_max_distance)
+        pool, duplicates = remove_near_duplicates(sorted(claims, key=rank), similarity, phash_max_distance)
     else:
-        pool, duplicates = sorted(claims, key=_order), 0
+        pool, duplicates = sorted(claims, key=rank), 0
+    detectability = detectability or {}
     originals = [c for c in pool if c.variant == "original"]
     by_id = {c.claim_id: c for c in pool}
     compromised = [c for c in originals if c.integrity.label == "compromised"]
-    # Compromised claims without a rectified variant go first: those with one can serve as Intact instead.
-    compromised.sort(key=lambda c: c.variant_of in by_id)
     natural_intact = [c for c in originals if c.integrity.label == "intact"]
     unknown = [c for c in originals if c.integrity.label == "unknown"]
+    c_media, c_text = [c for c in compromised if c.media], [c for c in compromised if not c.media]
 
-    def intact_for(chosen_ids: set[str]) -> list[ScoredClaim]:
-        variants = [
-            by_id[c.variant_of] for c in compromised if c.claim_id not in chosen_ids and c.variant_of in by_id
-        ]
-        return natural_intact + variants
+    def compromised_half(pairs: int, n_media: int) -> list[ScoredClaim]:
+        return c_media[:n_media] + c_text[: pairs - n_media]
 
-    best = max(range(len(compromised) + 1), key=lambda c: (min(c, len(intact_for({x.claim_id for x in compromised[:c]}))), -c))
-    # a Compromised claim without a variant costs the Intact half nothing: all of them stay candidates, so that the
-    # Compromised half can prefer media as the Intact half does (else it took the first ones in order, media or not)
-    plain = sum(c.variant_of not in by_id for c in compromised)
-    best = max(best, plain)
-    sure_intact = intact_for({x.claim_id for x in compromised[:best]})  # Intact whichever of those are chosen
-    n_pairs = min(best, len(sure_intact))
+    def intact_for(chosen: list[ScoredClaim]) -> list[ScoredClaim]:
+        ids = {c.claim_id for c in chosen}
+        variants = [by_id[c.variant_of] for c in compromised if c.claim_id not in ids and c.variant_of in by_id]
+        return natural_intact + sorted(variants, key=lambda v: detectability.get(v.claim_id, 0.0))
+
+    # variants of the media (text) Compromised claims after the first k of their kind: what the Intact half keeps
+    n_nat_media, n_nat_text = _split(natural_intact)
+    left_media, left_text = _variants_after(c_media, by_id), _variants_after(c_text, by_id)
+    um, ut = _split(unknown)
+
+    def fits(pairs: int, n_unknown: int) -> list[int] | None:
+        """The media quotas (Compromised, Intact, Unknown) of a release with ``pairs`` pairs and ``n_unknown`` Unknown
+        claims, or None where it cannot be filled: the two halves' media as equal as the pool allows, then as many
+        media claims as the media limit allows (the Compromised half's media quota decides which of its claims it
+        takes, and so which variants the Intact half keeps)."""
+        limit = media_limit(2 * pairs + n_unknown, media_share)
+        qu = min(um, max(n_unknown - ut, media_limit(n_unknown, media_share)))
+        if n_unknown - ut > um:
+            return None
+        best = None
+        for q0 in range(max(0, pairs - len(c_text)), min(len(c_media), pairs) + 1):
+            im, it = n_nat_media + left_media[q0], n_nat_text + left_text[pairs - q0]
+            q1_low, q1_high = max(0, pairs - it), min(im, pairs)
+            if q1_low > q1_high:
+                continue
+            q1 = min(max(q0, q1_low), q1_high)
+            u = min(qu, limit - q0 - q1)
+            if u < max(0, n_unknown - ut):
+                continue
+            score = (abs(q0 - q1), -(q0 + q1 + u))
+            if best is None or score < best[0]:
+                best = (score, [q0, q1, u])
+        return None if best is None else best[1]
+
+    def intact_supply(pairs: int) -> int:
+        """The most Intact claims a Compromised half of ``pairs`` claims leaves (over its media/text splits)."""
+        splits = range(max(0, pairs - len(c_text)), min(len(c_media), pairs) + 1)
+        return max((left_media[q] + left_text[pairs - q] for q in splits), default=-1) + len(natural_intact)
+
+    # the most pairs: a Compromised half whose claims leave at least as many Intact ones
+    n_pairs = next((p for p in range(min(len(compromised), len(natural_intact) + left_media[0] + left_text[0]), 0, -1)
+                    if intact_supply(p) >= p), 0)
     # the quarter's share of Unknown originals: weighted, as claims scored on demand stand for their rating stratum
     total = sum(c.weight for c in originals)
     share = sum(c.weight for c in unknown) / total if total else 0.0
     n_unknown_natural = min(len(unknown), round(share * 2 * n_pairs / (1 - share))) if share < 1 else len(unknown)
-    splits = [_split(compromised[:best]), _split(sure_intact), _split(unknown)]
-    n, n_unknown, quotas = plan_sizes(
-        size, n_pairs, n_unknown_natural, len(unknown),
-        lambda pairs, u: [(pairs, *splits[0]), (pairs, *splits[1]), (u, *splits[2])], media_share,
-    )
-    chosen_compromised = _pick(compromised[:best], n, quotas[0])
-    chosen_ids = {c.claim_id for c in chosen_compromised}
-    chosen_intact = _pick(intact_for(chosen_ids), n, quotas[1])
+    n, n_unknown, quotas = plan_sizes(size, n_pairs, n_unknown_natural, len(unknown), fits)
+    chosen_compromised = compromised_half(n, quotas[0])
+    chosen_intact = _pick(intact_for(chosen_compromised), n, quotas[1])
     chosen = chosen_compromised + chosen_intact + _pick(unknown, n_unknown, quotas[2])
     report = {
         "near_duplicates": duplicates,
@@ -506,10 +549,11 @@ def release(
     if pipeline.recurring == "drop":  # an original that recurs takes its rectified variant with it, and back
         gone = {k for c in claims if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
         pool = [c for c in claims if c.claim_id not in gone]
+    key = order_key(store)
     chosen, report = select_release(pool, pipeline.release_size, pipeline.media_share,
-                                    pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
+                                    pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance, key=key)
     report["allow_short_release"] = pipeline.allow_short_release
-    chosen, release_claims, files, order = ordered_release(chosen, order_key(store))
+    chosen, release_claims, files, order = ordered_release(chosen, key)
     flags = [c.injection_flags for c in chosen]
     marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
     by_id = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency

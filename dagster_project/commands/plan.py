@@ -8,6 +8,7 @@ its calls are the upper bound its upstream allows: every claim survives, every r
 """
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -49,6 +50,9 @@ def message_tokens(messages: list[dict], images: int = 0) -> int:
     chars = sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))
     return chars // CHARS_PER_TOKEN + images * IMAGE_TOKENS
 
+# the selection's secret order before the store has a key (a plan makes none): any key plans about the same counts
+PLAN_KEY = hashlib.sha256(b"veritas plan: no release order key yet").digest()
+
 
 class Planner:
     """Renders each stage's prompts from the tables it would read and counts them per member."""
@@ -58,6 +62,7 @@ class Planner:
         from prompts import render
 
         self.llm, self.pipeline, self.history = llm, pipeline, completion_history
+        self.key = PLAN_KEY  # the store's key, where it has one, replaces it (build_plan)
         self._render, self._media_context, self._member_evidence = render, media_context, member_evidence
         self.budgets = evidence_budgets(llm, pipeline)  # each member's article budget, as the stages fit it
 
@@ -145,7 +150,7 @@ class Planner:
         expected from them, with REWRITE_SUCCESS of the rewrites holding (spread evenly over the list)."""
         from assets.release.demand import DemandPlan, held_share, hypothetical_variant
 
-        demand = DemandPlan(scored, self.pipeline)
+        demand = DemandPlan(scored, self.pipeline, self.key)
         compromised = [c for c in scored if c.integrity.label == "compromised"]
         if self.pipeline.rectify == "all":
             chosen, how = compromised, f"all {len(compromised)} Compromised"
@@ -264,6 +269,9 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
                                 "appearances` first (stages 1-4 make no model calls)")
     articles = {a.review_id: a for a in table("articles", Article) or []}
     planner = Planner(llm, pipeline, ledger_history(llm))
+    from assets.release.order import order_key
+
+    planner.key = order_key(store, create=False) or PLAN_KEY
     normalized = None if before_stage_5 else table("normalized_claims", NormalizedClaim)
     scored = None if before_stage_5 else table("scored_claims", ScoredClaim)
     if normalized is None:  # every appearance becomes a claim, with the media of the post itself (stage 5 drops
@@ -282,7 +290,7 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
     if pipeline.score == "demand":
         from assets.release.demand import ScoringDemand
 
-        outcomes, extra = ScoringDemand(claims, pipeline).run(lambda batch: {c.claim_id: (expected[c.claim_id], "")
+        outcomes, extra = ScoringDemand(claims, pipeline, planner.key).run(lambda batch: {c.claim_id: (expected[c.claim_id], "")
                                                                               for c in batch})
         expected = {k: v[0] for k, v in outcomes.items()}
         basis6 += (f"; on demand: {extra['score/rated_false_scored']} of the {extra['score/rated_false']} rated "
