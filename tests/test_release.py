@@ -84,10 +84,10 @@ def test_selection_is_balanced_with_unknown_share_and_no_pairs(pool):
     assert labels.count("unknown") == 2  # round(2/9 * 6 / (7/9)) = round(1.71)
     ids = {c.claim_id for c in chosen}
     assert not any(c.variant_of in ids and c.claim_id in ids for c in chosen if c.variant_of)
-    # the Compromised half does not depend on whether a claim's rewrite held: it takes claims in the secret rank,
-    # c5-o with a variant among them; its media match the Intact half's (one photo each: c6-o is the only Intact one)
-    assert {c.claim_id for c in chosen if c.integrity.label == "compromised"} == {"c1-o", "c2-o", "c5-o"}
-    assert sum(bool(c.media) for c in chosen if c.integrity.label == "compromised") == 1
+    # the Compromised half does not depend on whether a claim's rewrite held: it takes claims in the secret rank, the
+    # media and text ones apart; its media (2) match the Intact half's (1: c6-o) within one claim
+    assert {c.claim_id for c in chosen if c.integrity.label == "compromised"} == {"c1-o", "c2-o", "c3-o"}
+    assert sum(bool(c.media) for c in chosen if c.integrity.label == "compromised") == 2
 
 
 def test_selection_respects_size_and_near_duplicates(pool):
@@ -121,7 +121,7 @@ def test_written_release_passes_the_format_check_and_catches_damage(pool, tmp_pa
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["year"] == 2020 and meta["quarter"] == 2
     assert meta["claim_counts"] == {"intact": 3, "nei": 2, "compromised": 3, "total": 8}
-    assert meta["media_counts"] == {"images": 2, "videos": 0} and len(list((folder / "images").glob("*.jpg"))) == 2
+    assert meta["media_counts"] == {"images": 3, "videos": 0} and len(list((folder / "images").glob("*.jpg"))) == 3
     data = json.loads((folder / "claims.json").read_text())["claims"]
     with_media = [c for c in data if c["media"]]
     for c in with_media:  # text references use the release's numeric media ids
@@ -289,9 +289,9 @@ def test_format_check_enforces_the_media_share_and_the_exact_size(pool, tmp_path
     card = (folder / "README.md").read_text()
     assert "## Short release\n\nThis split has 8 claims, short of the release size 1000" in card
     with_media = sum(bool(c.media) for c in release_claims)
-    assert with_media == 2 and len(release_claims) == 8
-    # 2 media claims of 8 break a 20 % share (at most 1)
-    assert validate_release(folder, media_share=0.2) == ["2 of 8 claims have media: over the media share 0.2"]
+    assert with_media == 3 and len(release_claims) == 8
+    # 3 media claims of 8 break a 30 % share (at most 2)
+    assert validate_release(folder, media_share=0.3) == ["3 of 8 claims have media: over the media share 0.3"]
     # a claim lost on the way: 7 where the pool allowed 8
     data = json.loads((folder / "claims.json").read_text())
     (folder / "claims.json").write_text(json.dumps({"claims": data["claims"][:-1]}))

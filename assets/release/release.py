@@ -95,6 +95,9 @@ def remove_near_duplicates(
     return kept, len(claims) - len(kept)
 
 
+MEDIA_BALANCE_SLACK = 0.02  # the halves' media claims may differ by this share of a half (at least one claim)
+
+
 def media_limit(total: int, media_share: float) -> int:
     """The most claims with media a release of ``total`` claims may hold: media_share is a hard limit."""
     return math.floor(media_share * total + EPS)
@@ -195,10 +198,11 @@ def select_release(
 
     def fits(pairs: int, n_unknown: int) -> list[int] | None:
         """The media quotas (Compromised, Intact, Unknown) of a release with ``pairs`` pairs and ``n_unknown`` Unknown
-        claims, or None where it cannot be filled: the two halves' media as equal as the pool allows, then as many
-        media claims as the media limit allows (the Compromised half's media quota decides which of its claims it
+        claims, or None where it cannot be filled: the two halves' media as equal as the pool allows (within
+        MEDIA_BALANCE_SLACK), then as many media claims as the media limit allows (the Compromised half's media quota decides which of its claims it
         takes, and so which variants the Intact half keeps)."""
         limit = media_limit(2 * pairs + n_unknown, media_share)
+        slack = max(1, round(MEDIA_BALANCE_SLACK * pairs))  # a difference this small between the halves tells nothing
         qu = min(um, max(n_unknown - ut, media_limit(n_unknown, media_share)))
         if n_unknown - ut > um:
             return None
@@ -212,7 +216,7 @@ def select_release(
             u = min(qu, limit - q0 - q1)
             if u < max(0, n_unknown - ut):
                 continue
-            score = (abs(q0 - q1), -(q0 + q1 + u))
+            score = (max(0, abs(q0 - q1) - slack), -(q0 + q1 + u), abs(q0 - q1))
             if best is None or score < best[0]:
                 best = (score, [q0, q1, u])
         return None if best is None else best[1]
