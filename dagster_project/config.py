@@ -123,7 +123,16 @@ class PipelineResource(dg.ConfigurableResource):
     # stage 7: demand rewrites Compromised claims, in the order the release prefers them, only until the Intact
     # variants the release will lack are covered (the rest count as not_needed_for_release); all rewrites every one
     rectify: Literal["demand", "all"] = "demand"
+    # stage 7: when a rewrite is refused (by the checker, or for adding negation or hedge words the claim lacks), the
+    # reason goes back to the writer for up to this many more rounds (MMCV's critique-and-refine loop); 0: no loop
+    refine_rounds: int = 2
+    # stage 7 on demand: this many more variants than the release needs, so that the release can leave out the ones
+    # a classifier tells from natural claims (assets/release/adversarial.py) and still fill its Intact half
+    rectify_surplus: float = 0.3
     # release
+    # publication is blocked while the text tells rewritten claims from natural ones, or the claim text predicts the
+    # label better than natural claims alone do; true publishes anyway, and the card says so in its first paragraph
+    allow_text_shortcut: bool = False
     release_size: int = 1000
     # a pool too small for release_size fails the release gate; true publishes the smaller split, and its card says so
     allow_short_release: bool = False

@@ -229,6 +229,10 @@ class ScoredClaim(NormalizedClaim):
     # how many of the quarter's claims this one stands for in the Unknown share of the release: 1, or, when stage 6
     # scored on demand, its rating stratum's claims over those of it scored (never published: it follows the rating)
     weight: float = 1.0
+    # a rectified variant: the rounds of stage 7's critique-and-refine loop it took, and its word-level edit ratio
+    # against the claim it rewrites (never published: they exist only for rewritten claims)
+    rewrite_rounds: int = 0
+    edit_ratio: float | None = None
 
 
 class ReleaseScore(Record):

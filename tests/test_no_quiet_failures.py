@@ -13,6 +13,7 @@ from assets.common import ErrorBudget, ErrorBudgetExceeded, RecordError, StageYi
 from dagster_project.config import PipelineResource
 from dagster_project.resources.media import MediaStore
 from schemas.records import Article, Medium, NormalizedClaim
+from tests.test_release import ORDER_KEY
 from tests.test_rating_flow import ARTICLE, EVERY, PHOTO, _key, claim, resource, stub  # noqa: F401 - the scripted panel, its key
 
 
@@ -118,7 +119,7 @@ def test_a_claim_without_evidence_is_a_drop_reason_not_rated_from_memory(stub, t
     empty = ARTICLE.model_copy(update={"review_id": "r1", "text": "  "})
     before = len(stub.requests)
     out, stats = score_all(claims, {"r0": ARTICLE.model_copy(update={"review_id": "r0"}), "r1": empty}, llm,
-                           PipelineResource(), None)
+                           PipelineResource(), None, key=ORDER_KEY)
     assert [c.claim_id for c in out] == ["c0"] and dict(stats.drops) == {"no_evidence": 2}
     asked = stub.requests[before:]
     assert len(asked) == 3  # one claim, three members, one question (a false claim skips context coverage)

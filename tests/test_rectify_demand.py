@@ -82,7 +82,7 @@ def test_the_plan_counts_the_variants_the_release_lacks(stub, tmp_path):
 
 def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
     claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
-    pipeline = PipelineResource(release_size=20)
+    pipeline = PipelineResource(release_size=20, rectify_surplus=0.0)
     llm = resource(stub, tmp_path)
     before = len(stub.requests)
     out, stats = rectify_all(claims, articles, llm, pipeline, None, key=ORDER_KEY)
@@ -92,6 +92,11 @@ def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
     assert stats.extra["rectify/size_reached"] == stats.extra["rectify/target_size"] == 20
     _, report = select_release(out, 20, 0.8, 92, dedupe=False, key=ORDER_KEY)  # the rewrites all say the same: no dedupe here
     assert report["feasible_size"] == 20
+    # by default 30% more than the release uses, for the release's adversarial filter to leave out: 6 of 4
+    before = len(stub.requests)
+    _, extra = rectify_all(claims, articles, resource(stub, tmp_path / "surplus"), PipelineResource(release_size=20),
+                           None, key=ORDER_KEY)
+    assert extra.extra["rectify/attempted"] == extra.extra["rectified"] == 6 and rewrites(stub, before) == 6
     before = len(stub.requests)
     _, every = rectify_all(claims, articles, resource(stub, tmp_path / "all"), PipelineResource(release_size=20,
                                                                                                 rectify="all"), None, key=ORDER_KEY)

@@ -1,5 +1,9 @@
 """Stage 7: rewrite Compromised claims into true, shareable assertions; keep them only if they score Intact."""
 
+import math
+from collections import Counter
+
+from rapidfuzz.distance import Levenshtein
 
 from assets.common import (
     ErrorBudget,
@@ -11,7 +15,8 @@ from assets.common import (
 )
 from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evidence, prefetch
 from dagster_project.resources.media import MediaStore
-from assets.claims.normalized_claims import LeakVocabulary, check_claim_text, with_media_refs
+from assets.claims.negation import hedges, negations
+from assets.claims.normalized_claims import MEDIA_REF, LeakVocabulary, check_claim_text, with_media_refs
 from assets.claims.scored_claims import score_claim
 from assets.release.demand import DemandPlan
 from dagster_project.config import PipelineResource
@@ -36,11 +41,58 @@ def checker_for(llm: LLMResource, writer: str) -> str:
     return next((n for n in names if llm.member(n).model != model), next((n for n in names if n != writer), writer))
 
 
+def added_cues(original: str, rewrite: str, language: str) -> str:
+    """The negation or hedge words a rewrite adds to its claim, as a refusal reason ("" when none): such a rewrite
+    reads as a correction ("There is no evidence that ...") and tells itself from the claims people post (NLI's
+    annotation artifacts: negation predicts the label)."""
+    for kind, find in (("negation", negations), ("hedge", hedges)):
+        added = sorted(find(rewrite, language) - find(original, language))
+        if added:
+            return f"adds_{kind}:{','.join(added)}"
+    return ""
+
+
+def edit_ratio(original: str, rewrite: str) -> float:
+    """The word-level edit distance from the claim to its rewrite over the longer one's words (0: the same words,
+    1: nothing kept); media references left out."""
+    a, b = MEDIA_REF.sub(" ", original).casefold().split(), MEDIA_REF.sub(" ", rewrite).casefold().split()
+    return round(Levenshtein.normalized_distance(a, b), 4) if a or b else 0.0
+
+
+CRITIQUES = {  # what a rule's refusal tells the writer on the next round
+    "adds_negation": "it adds negation words ({words}) that the claim lacks: it reads as a denial, not as a post. "
+                     "Replace the false detail with the true one instead",
+    "adds_hedge": "it adds hedge words ({words}) that the claim lacks. State the true detail as plainly as the claim "
+                  "states the false one",
+    "verdict_leak": "it uses a verdict word or the fact-checker's rating. Say what is true without judging the claim",
+    "too_many_words": "it is too long: at most {max_words} words",
+    "too_many_sentences": "it has too many sentences: at most {max_sentences}",
+    "language_changed": "it is not in the claim's language ({language}). Write it in that language",
+    "missing_referenced_medium": "it refers to a medium the claim does not have. Keep only the claim's references",
+}
+
+
+def critique_of(problem: str, claim: ScoredClaim, pipeline: PipelineResource) -> str:
+    kind, _, words = problem.partition(":")
+    template = CRITIQUES.get(kind, "it failed a check ({kind})")
+    return template.format(words=words, kind=kind, max_words=pipeline.max_words, max_sentences=pipeline.max_sentences,
+                           language=claim.language)
+
+
+def failure(answer, role: str) -> str:
+    """A model call that gave no usable answer, as a drop reason with its cause (refusal, timeout, invalid...)."""
+    cause = (answer.error or "no_answer").split(":")[0].strip() or "no_answer"
+    return f"{role}_failed:{cause}"
+
+
 def rectify(
     claim: ScoredClaim, evidence: dict[str, str], llm: LLMResource, pipeline: PipelineResource,
     media_store: MediaStore, evidence_cuts: list[EvidenceCut] = (), leaks: LeakVocabulary | None = None,
-) -> tuple[ScoredClaim | None, str]:
-    """Rewrite, have another member check consistency and shareability, re-score; only an Intact result is kept."""
+) -> tuple[ScoredClaim | None, str, dict]:
+    """Rewrite as a minimal edit, have the rules and another member check it, and on a refusal send the reason back
+    to the writer for up to ``refine_rounds`` more rounds (MMCV's critique-and-refine loop); re-score the accepted
+    rewrite: only an Intact result is kept. Returns (variant or None, reason, trace): the trace says the rounds
+    taken, the refusals on the way and what the rounds after the first cost."""
     member = llm.member_names()[0]
     checker = checker_for(llm, member)
     verdict = decisive_verdict(claim)
@@ -48,32 +100,58 @@ def rectify(
         "stage": STAGE, "media": claim.media, "media_store": media_store, "language": claim.language,
         "claim_date": str(claim.claim_date or ""),
     }
-    answer = ask(
-        llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text, evidence=evidence.get(member, ""),
-        decisive_property=claim.integrity.decisive_property, justification=verdict.justification if verdict else "",
-        max_words=pipeline.max_words, max_sentences=pipeline.max_sentences, **common,
-    )
-    if answer.parsed is None:
-        return None, "rewrite_failed"
-    text = with_media_refs(answer.parsed["claim"], claim.media)
-    problem = check_claim_text(text, claim.media, claim.language, pipeline, leaks, claim.rating_text, original=claim.text)
-    if problem:
-        return None, "rewrite_language_changed" if problem == "language_changed" else "rewrite_invalid"
-    check = ask(llm, checker, "check_rectified", RectifiedCheckAnswer, original=claim.text, claim=text,
-                evidence=evidence.get(checker, ""), **common)
-    if check.parsed is None or check.parsed["consistent"] != "yes":
-        return None, "inconsistent"
-    if check.parsed["shareable"] != "yes":
-        return None, "not_shareable"
+    trace = {"rounds": 0, "refusals": [], "refine_calls": 0, "refine_cost_usd": 0.0}
+    previous = critique = reason = ""
+    text = ""
+    for round_ in range(pipeline.refine_rounds + 1):
+        trace["rounds"] = round_ + 1
+        answer = ask(
+            llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text, evidence=evidence.get(member, ""),
+            decisive_property=claim.integrity.decisive_property, justification=verdict.justification if verdict else "",
+            max_words=pipeline.max_words, max_sentences=pipeline.max_sentences, previous=previous, critique=critique,
+            round=round_, **common,
+        )
+        calls = [answer]
+        if answer.parsed is None:
+            return None, failure(answer, "rewrite"), trace
+        text = with_media_refs(answer.parsed["claim"], claim.media)
+        problem = check_claim_text(text, claim.media, claim.language, pipeline, leaks, claim.rating_text,
+                                   original=claim.text) or added_cues(claim.text, text, claim.language)
+        if not problem:
+            check = ask(llm, checker, "check_rectified", RectifiedCheckAnswer, original=claim.text, claim=text,
+                        evidence=evidence.get(checker, ""), **common)
+            calls.append(check)
+            if check.parsed is None:
+                return None, failure(check, "check"), trace
+            if check.parsed["consistent"] != "yes":
+                problem = "inconsistent"
+            elif check.parsed["shareable"] != "yes":
+                problem = "not_shareable"
+            critique = (check.parsed.get("critique") or "").strip() or (
+                "it is not consistent with the evidence" if problem == "inconsistent" else
+                "it does not read as a post that stands on its own")
+        else:
+            critique = critique_of(problem, claim, pipeline)
+        if round_:
+            trace["refine_calls"] += len(calls)
+            trace["refine_cost_usd"] += sum(a.cost_usd for a in calls if not a.cache_hit)
+        if not problem:
+            break
+        trace["refusals"].append(problem.split(":")[0])
+        reason, previous = problem, text
+    else:
+        kind = reason.split(":")[0]
+        return None, "rewrite_language_changed" if kind == "language_changed" else (
+            kind if kind in ("inconsistent", "not_shareable") or kind.startswith("adds_") else "rewrite_invalid"), trace
     rectified_id = stable_id(claim.review_id, "rectified")
     candidate = NormalizedClaim(**{**claim.model_dump(), "claim_id": rectified_id, "text": text, "normalization": "llm"})
-    scored, reason = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id, STAGE,
-                                 evidence_cuts)
+    scored, why = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id, STAGE,
+                              evidence_cuts)
     if scored is None:
-        return None, f"rescore_{reason}"
+        return None, f"rescore_{why}", trace
     if scored.integrity.label != "intact":
-        return None, f"rescored_{scored.integrity.label}"
-    return scored, ""
+        return None, f"rescored_{scored.integrity.label}", trace
+    return scored.model_copy(update={"rewrite_rounds": trace["rounds"], "edit_ratio": edit_ratio(claim.text, text)}), "", trace
 
 
 def rectify_all(
@@ -89,22 +167,20 @@ def rectify_all(
     if checker == writer and log and stats.extra["compromised"]:
         log.warning(f"{STAGE}: {writer} is the only ensemble member, so it checks its own rewrites: no second model "
                     "judges their consistency and shareability (recorded as rectify/self_checked)")
-    # a rewrite that raises keeps its original claim, but counts against the stage's error budget
-    budget = ErrorBudget.for_stage(pipeline, STAGE, stats.extra["compromised"], log)
     budgets = evidence_budgets(llm, pipeline)
     leaks = LeakVocabulary.from_reviews(claims)
 
     def attempt(claim: ScoredClaim):
         article = articles.get(claim.review_id)
         if article is None or not article.text.strip():  # a rewrite is checked against the article, or not made
-            return None, "no_evidence"
+            return None, "no_evidence", {}
         evidence, cuts = member_evidence(article, claim.text, budgets)
         try:
             return rectify(claim, evidence, llm, pipeline, media_store, cuts, leaks)
         except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
             if getattr(err, "stops_stage", False):  # the LLM budget stops the stage instead
                 raise
-            return None, RecordError.of(err)
+            return None, RecordError.of(err), {}
 
     compromised = [c for c in claims if c.integrity.label == "compromised"]
     if pipeline.rectify == "all":
@@ -118,6 +194,10 @@ def rectify_all(
         raise ValueError(f"stages.rectify must be demand or all, not {pipeline.rectify!r}")
     stats.extra["rectify/mode"] = pipeline.rectify
     stats.extra["rectify/attempted"] = len(outcomes)
+    # a rewrite that raises, or whose writer or checker gave no answer, keeps its original claim but counts against
+    # the error budget of the rewrites attempted (not of every Compromised claim: on demand most are never tried)
+    budget = ErrorBudget.for_stage(pipeline, STAGE, len(outcomes), log)
+    stats.extra.update(refine_report(outcomes.values(), pipeline.refine_rounds))
 
     def one(claim: ScoredClaim):
         if claim.integrity.label != "compromised":
@@ -125,9 +205,12 @@ def rectify_all(
         if claim.claim_id not in outcomes:
             count(stats, "not_rectified/not_needed_for_release")
             return claim, ""
-        rectified, reason = outcomes[claim.claim_id]
+        rectified, reason, _ = outcomes[claim.claim_id]
         if isinstance(reason, RecordError):
             budget.note(claim, reason)
+        elif reason.startswith(("rewrite_failed:", "check_failed:")):  # a model's refusal, timeout or invalid answer
+            role, cause = reason.split("_failed:")
+            budget.note(claim, RecordError(f"{role}_failed:{cause}"))
         if rectified is None:
             count(stats, f"not_rectified/{reason}")
             return claim, ""
@@ -142,24 +225,34 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
                       stats: StageYield, log=None, key: bytes = b"") -> dict[str, tuple]:
     """Rewrites, round by round, only the Compromised claims the release needs as Intact variants (DemandPlan): each
     round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
-    stops once the selection reaches its target, or when no candidate is left. Returns claim id -> outcome of every
+    stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses (the release
+    leaves out the ones a classifier spots), or when no candidate is left. Returns claim id -> outcome of every
     rewrite made."""
     plan = DemandPlan(claims, pipeline, key)
     outcomes: dict[str, tuple] = {}
     variants: list[ScoredClaim] = []
     left = list(plan.candidates)
-    planned = needed = plan.needed([], left)
+    planned = plan.needed([], left)
+    needed = math.ceil(planned * (1 + pipeline.rectify_surplus))
     rounds = 0
+
+    def lacking(variants: list[ScoredClaim]) -> int:
+        """Variants still wanted: those the selection lacks, else the surplus over those it uses."""
+        if short := plan.needed(variants, left):
+            return short
+        used = sum(c.variant == "rectified" for c in plan.selection(variants)[0])
+        return max(0, math.ceil(pipeline.rectify_surplus * used) - (len(variants) - used))
+
     while needed and left:
         batch = left[: plan.batch(needed, len(outcomes), len(variants))]
         left = left[len(batch):]
         work = prefetch(batch, attempt, parallel)
         for claim in batch:
             outcomes[claim.claim_id] = work(claim)
-            if outcomes[claim.claim_id][0] is not None:
+            if outcomes[claim.claim_id][0] is not None:  # (variant or None, reason, trace)
                 variants.append(outcomes[claim.claim_id][0])
         rounds += 1
-        needed = plan.needed(variants, left)
+        needed = lacking(variants)
         if log:
             log.info(f"{STAGE}: round {rounds}: {len(variants)} of {len(outcomes)} rewrites held; "
                      + (f"{needed} more variants needed, {len(left)} candidates left" if needed else "enough for the release"))
@@ -180,6 +273,27 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
         "rectify/success_rate": round(rate, 4),
     })
     return outcomes
+
+
+def refine_report(outcomes, refine_rounds: int) -> dict:
+    """What the critique-and-refine loop did over the rewrites attempted: variants by the round they held in (round
+    1 is the first draft), the variants the later rounds saved, their calls and cost, the refusals on the way by
+    reason, and the variants' word-level edit ratio against their claim (quantiles)."""
+    held = [(v, trace) for v, _, trace in outcomes if v is not None]
+    refusals = Counter(r for _, _, trace in outcomes for r in trace.get("refusals", []))
+    ratios = sorted(v.edit_ratio for v, _ in held if v.edit_ratio is not None)
+    out = {"refine/rounds_allowed": refine_rounds,
+           "refine/saved": sum(trace["rounds"] > 1 for _, trace in held),
+           "refine/calls": sum(trace.get("refine_calls", 0) for _, _, trace in outcomes),
+           "refine/cost_usd": round(sum(trace.get("refine_cost_usd", 0.0) for _, _, trace in outcomes), 6),
+           **{f"refine/held_in_round_{r}": sum(trace["rounds"] == r for _, trace in held) for r in
+              range(1, refine_rounds + 2)},
+           **{f"refine/refused/{k}": n for k, n in sorted(refusals.items())}}
+    if ratios:
+        q = lambda p: ratios[min(len(ratios) - 1, int(p * len(ratios)))]  # noqa: E731 - a quantile of the sorted list
+        out.update({"edit_ratio/p10": q(0.1), "edit_ratio/median": q(0.5), "edit_ratio/p90": q(0.9),
+                    "edit_ratio/max": ratios[-1]})
+    return out
 
 
 rectified_claims = llm_claim_asset(
