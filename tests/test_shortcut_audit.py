@@ -108,7 +108,8 @@ def test_label_ordered_release_is_blocked_and_its_shuffle_is_not():
     assert report["features"]["position"]["accuracy"] > 0.9 and "BLOCKED: position" in audit_line(report)
     calm = shortcut_audit(shuffled(ordered), [])
     assert not any(p.split()[0] in ("position", "claim_id", "media_ids") for p in calm["problems"]), calm["problems"]
-    assert calm["features"]["position"]["above_chance"] is False and audit_line(calm).endswith("publication: ok")
+    assert calm["features"]["position"]["above_chance"] is False
+    assert not any(w in audit_line(calm).split("publication:")[1] for w in ("position", "claim_id"))
     assert "media_ids" not in " ".join(problems) and report["features"]["media_ids"]["skipped"]  # no media at all
 
 
@@ -135,13 +136,25 @@ def test_feature_the_selection_made_predictive_is_blocked():
     assert "no more than in the pool" in audit_markdown(same)
 
 
-def test_text_baseline_finds_a_lexical_cue_and_only_reports_it():
+def test_text_cue_blocks_unless_natural_claims_carry_it_too():
+    """Issue 33: the claim text may not predict the label beyond the majority + 0.05 and beyond what natural claims
+    alone reach at the release's label counts (there the wording is the world's, not the pipeline's)."""
     labels = random.Random(1).sample(BLOCKS, len(BLOCKS))
     texts = [("Hoax: " if label == "compromised" else "Post: ") + REAL[i][0] for i, label in enumerate(labels)]
     report = shortcut_audit(release(labels, texts=texts), [])
     text = report["text"]  # Compromised found by the cue; Intact and Unknown stay apart only by chance
     assert text["accuracy"] > text["majority_accuracy"] + 0.2 and text["above_chance"], text
     assert report["problems"] == [] and "well above chance" in audit_markdown(report)
+    assert [p.split(":")[0] for p in report["text_problems"]] == ["the claim text alone predicts the label"]
+    assert "BLOCKED: the claim text alone predicts the label: claim-only 3-bin accuracy" in audit_line(report)
+    # natural claims of the quarter carry the same cue: the world's wording, not the pipeline's
+    natural = pool(POOL_LABELS, _coin)
+    natural = [{**r, "text": ("Hoax: " if r["label"] == "compromised" else "Post: ") + r["text"]} for r in natural]
+    worldly = shortcut_audit(release(labels, texts=texts), natural)
+    assert worldly["natural_text"]["accuracy"] > worldly["natural_text"]["majority_accuracy"] + 0.2
+    assert worldly["text_problems"] == [], worldly["text_problems"]
+    allowed = {**report, "allow_text_shortcut": True}
+    assert audit_line(allowed).endswith("publication: ok, with a text shortcut allowed")
     plain = shortcut_audit(release(labels), [])["text"]
     assert plain["above_chance"] is False and plain["accuracy"] < text["accuracy"] - 0.2, plain
 
@@ -156,6 +169,8 @@ def test_rectified_style_detects_a_rewrite_marker():
     assert (found["rectified"], found["original"]) == (30, 30), found
     assert found["above_chance"] and found["accuracy"] > 0.8, found
     assert style["problems"] == [] and "tells rewritten Intact claims from natural ones" in audit_markdown(style)
+    assert any(p.startswith("the text tells rewritten Intact claims from natural ones: rectified-style accuracy")
+               for p in style["text_problems"])  # issue 33: it blocks publication
     natural = shortcut_audit(release(labels, variants=variants), [])["rectified_style"]
     assert natural["above_chance"] is False, natural
     few = shortcut_audit(release(labels), [])

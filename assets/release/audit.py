@@ -125,19 +125,25 @@ def _lookup(x, y, train, test):
     return counts.argmax(1)[x[test]]
 
 
-def _linear(x, y, train, test):
+def _linear(x, y, train, test, weight=None):
     """TF-IDF rows -> logistic regression (newton-cg: the fastest here; C=10: a cue in a small release is found)."""
-    model = LogisticRegression(C=10.0, solver="newton-cg", tol=1e-3, max_iter=500)
+    model = LogisticRegression(C=10.0, solver="newton-cg", tol=1e-3, max_iter=500, class_weight=weight)
     return model.fit(x[train], y[train]).predict(x[test])
 
 
-def _scores(y: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
-    """Accuracy and macro-F1 over the labels present in ``y``."""
+def _linear_balanced(x, y, train, test):
+    """As ``_linear``, the classes weighted alike: a cue on a part of the larger class is not lost to its prior."""
+    return _linear(x, y, train, test, "balanced")
+
+
+def _scores(y: np.ndarray, pred: np.ndarray, balanced: bool = False) -> tuple[float, float]:
+    """Accuracy (``balanced``: the mean recall of the labels present) and macro-F1 over the labels present in ``y``."""
     k = max(y.max(), pred.max()) + 1
     cm = np.bincount(y * k + pred, minlength=k * k).reshape(k, k)
     truth, said = cm.sum(1), cm.sum(0)
     f1 = 2 * np.diag(cm)[truth > 0] / (truth + said)[truth > 0]
-    return float(np.trace(cm) / len(y)), float(f1.mean())
+    accuracy = float(np.mean(np.diag(cm)[truth > 0] / truth[truth > 0])) if balanced else float(np.trace(cm) / len(y))
+    return accuracy, float(f1.mean())
 
 
 def _cv(model, x, y: np.ndarray, seed: int) -> np.ndarray:
@@ -150,14 +156,14 @@ def _cv(model, x, y: np.ndarray, seed: int) -> np.ndarray:
     return pred
 
 
-def _measure(model, x, y: np.ndarray, seed: int) -> dict:
-    """Cross-validated accuracy and macro-F1 of ``model`` on (x, y), the majority baseline, and the null
-    distribution of the accuracy over ``SHUFFLES`` seeded label shuffles (unrounded)."""
-    acc, f1 = _scores(y, _cv(model, x, y, seed))
+def _measure(model, x, y: np.ndarray, seed: int, balanced: bool = False) -> dict:
+    """Cross-validated accuracy (``balanced``: balanced accuracy) and macro-F1 of ``model`` on (x, y), the majority
+    baseline, and the null distribution of the accuracy over ``SHUFFLES`` seeded label shuffles (unrounded)."""
+    acc, f1 = _scores(y, _cv(model, x, y, seed), balanced)
     majority = np.full_like(y, np.bincount(y).argmax())
     rng = np.random.default_rng(seed)
-    null = [_scores(perm, _cv(model, x, perm, seed))[0] for perm in (rng.permutation(y) for _ in range(SHUFFLES))]
-    maj_acc, maj_f1 = _scores(y, majority)
+    null = [_scores(perm, _cv(model, x, perm, seed), balanced)[0] for perm in (rng.permutation(y) for _ in range(SHUFFLES))]
+    maj_acc, maj_f1 = _scores(y, majority, balanced)
     return {"accuracy": acc, "macro_f1": f1, "majority_accuracy": maj_acc, "majority_macro_f1": maj_f1,
             "null_mean": float(np.mean(null)), "null_std": float(np.std(null, ddof=1))}
 
@@ -222,7 +228,7 @@ def _selection(entry: dict, pool: dict) -> dict:
     return {"excess_lift": excess, "margin": margin, "added": entry["above_chance"] and excess > margin}
 
 
-def _vectors(texts: list[str]):
+def text_vectors(texts: list[str]):
     """TF-IDF of word 1-2 grams and char 2-4 grams, fit on the texts alone (no labels); media refs lose their ids."""
     texts = [MEDIA_REF.sub(lambda m: f" {m.group(1)}ref ", t) for t in texts]
     word = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=20000)
@@ -231,28 +237,82 @@ def _vectors(texts: list[str]):
 
 
 def _text(rows: list[dict], y: np.ndarray, seed: int, **extra) -> dict:
-    return _judged({"claims": len(rows), **_measure(_linear, _vectors([r["text"] for r in rows]), y, seed)},
+    return _judged({"claims": len(rows), **_measure(_linear, text_vectors([r["text"] for r in rows]), y, seed)},
                    model="tfidf+lr", **extra)
 
 
 def _style(rows: list[dict], seed: int) -> dict:
-    """Among Intact claims: can the text tell a rectified (rewritten) claim from a natural one?"""
+    """Among Intact claims: can the text tell a rectified (rewritten) claim from a natural one? Balanced accuracy
+    (chance 0.5 whatever the mix): rewrites are most of a real Intact half, and plain accuracy could not rise above
+    the majority on a cue that marks only part of them."""
     intact = [r for r in rows if r["label"] == "intact"]
     y = np.array([r.get("variant") == "rectified" for r in intact], dtype=int)
     counts = {"rectified": int(y.sum()), "original": int(len(y) - y.sum())}
     if min(counts.values()) < MIN_STYLE:
         return {**counts, "skipped": f"fewer than {MIN_STYLE} rectified or natural Intact claims"}
-    return _text(intact, y, seed, **counts)
+    x = text_vectors([r["text"] for r in intact])
+    return _judged({"claims": len(intact), **_measure(_linear_balanced, x, y, seed, balanced=True)},
+                   model="tfidf+lr (balanced)", metric="balanced accuracy", **counts)
+
+
+def _natural_text(pool: list[dict], counts: np.ndarray, seed: int) -> dict:
+    """The claim-only figure on natural claims alone (the pool's originals) at the release's label counts, scaled
+    down alike where the pool lacks some (the mean over the draws): what the wording of claims people post gives
+    away, against which the release's own claim-only figure is held."""
+    natural = [r for r in pool if r.get("variant") != "rectified"]
+    draws = _pool_draws(natural, counts, seed) if natural else []
+    if not draws or _too_few(_labels(draws[0])):
+        return {"skipped": "too few natural claims at the release's label counts", "claims": len(natural)}
+    ms = [_measure(_linear, text_vectors([r["text"] for r in d]), _labels(d), seed) for d in draws]
+    mean = {k: float(np.mean([m[k] for m in ms])) for k in ms[0]}
+    mean["null_std"] = float(np.sqrt(np.mean([m["null_std"] ** 2 for m in ms])))
+    return _judged(mean, claims=len(draws[0]), draws=len(draws), model="tfidf+lr",
+                   labels=dict(zip(LABELS, np.bincount(_labels(draws[0]), minlength=len(LABELS)).tolist())))
+
+
+TEXT_MARGIN = 0.05  # the claim-only figure may exceed the majority label by this much, or natural claims' figure
+
+
+def text_problems(report: dict) -> list[str]:
+    """What the pipeline made the text give away (rewriting, selection), which blocks publication unless
+    ``stages.allow_text_shortcut``: the rectified style above chance, or the claim text predicting the label beyond
+    both the majority + TEXT_MARGIN and what natural claims alone reach at the release's label counts."""
+    problems = []
+    style = report.get("rectified_style") or {}
+    if style.get("above_chance"):
+        problems.append(
+            f"the text tells rewritten Intact claims from natural ones: rectified-style accuracy {style['accuracy']:.2f}"
+            f" against chance {style['null_mean']:.2f} + margin {style['margin']:.2f}. Rewrites need to read like the "
+            "claims people post: look at the rejected and kept rewrites (rectified_claims), the rewrite prompt and "
+            "the writer model, or raise stages.rectify_surplus so the adversarial filter has rewrites to spare")
+    text, natural = report.get("text") or {}, report.get("natural_text") or {}
+    if "accuracy" in text:
+        ceiling = text["majority_accuracy"] + TEXT_MARGIN
+        if "accuracy" in natural:
+            ceiling = max(ceiling, natural["accuracy"] + _margin(text["null_std"], natural["null_std"]))
+        if text["accuracy"] > ceiling:
+            problems.append(
+                f"the claim text alone predicts the label: claim-only 3-bin accuracy {text['accuracy']:.2f} against "
+                f"majority {text['majority_accuracy']:.2f} + {TEXT_MARGIN} and natural claims alone "
+                + (f"{natural['accuracy']:.2f} at the same label counts" if "accuracy" in natural else "(not measured)")
+                + ": the rewrites or the selection put the label in the wording. Look at the rectified style above, "
+                "or publish on purpose with stages.allow_text_shortcut: true (the card then says so first)")
+    return problems
+
+
+POOL_NAME = ("every original claim stage 6 scored this quarter (its whole scored pool; rewrites left out, as demand "
+             "and the selection chose them)")
 
 
 def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict:
-    """The audit report of one release (``release_rows``) against the pool it was selected from (``pool_rows``):
-    JSON-serialisable, floats rounded to 4 digits, ``problems`` from ``audit_problems``."""
+    """The audit report of one release (``release_rows``) against the quarter's whole scored pool (``pool_rows`` of
+    every original claim stage 6 scored): JSON-serialisable, floats rounded to 4 digits, ``problems`` from
+    ``audit_problems``, ``text_problems`` from ``text_problems``."""
     y = _labels(release)
     counts = np.bincount(y, minlength=len(LABELS))
     report = {"claims": len(release), "labels": dict(zip(LABELS, counts.tolist()))}
     if reason := _too_few(y):
-        return {**report, "skipped": reason, "problems": []}
+        return {**report, "skipped": reason, "problems": [], "text_problems": []}
     draws = _pool_draws(pool, counts, seed) if pool else []
     pool_skipped = "no pool" if not draws else _too_few(_labels(draws[0]))
     with threadpool_limits(1):  # BLAS threads only fight over the few cores for these small problems
@@ -264,17 +324,19 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
                 entry["selection"] = None if pool_skipped or "skipped" in entry else _selection(entry, entry["pool"])
             features[name] = entry
         text, style = _text(release, y, seed, group="text"), _style(release, seed)
+        natural = _natural_text(pool, counts, seed) if pool else {"skipped": "no pool"}
     top = int(counts.argmax())
     report.update({
         "majority": {"label": LABELS[top], "accuracy": round(counts[top] / len(y), 4)},
         "method": f"{FOLDS}-fold stratified CV (shuffled, seed {seed}); chance: the same on {SHUFFLES} label shuffles; "
                   f"numbers in {BINS} quantile bins, each value's majority label; text: TF-IDF + logistic regression",
         "margin_rule": MARGIN_RULE, "seed": seed,
-        "pool": {"claims": len(pool), "subsample": len(draws[0]) if draws else 0, "draws": len(draws),
-                 "skipped": pool_skipped or None},
-        "features": features, "text": text, "rectified_style": style,
+        "pool": {"name": POOL_NAME, "claims": len(pool), "subsample": len(draws[0]) if draws else 0,
+                 "draws": len(draws), "skipped": pool_skipped or None},
+        "features": features, "text": text, "natural_text": natural, "rectified_style": style,
     })
     report["problems"] = audit_problems(report)
+    report["text_problems"] = text_problems(report)
     return report
 
 
@@ -302,7 +364,10 @@ def audit_line(report: dict) -> str:
         return f"shortcut audit ({report['claims']} claims): skipped, {report['skipped']}"
     figures = [f"{n} {_acc(f)}" for n, f in {**report["features"], "text": report["text"]}.items()]
     style = report["rectified_style"]
-    verdict = "BLOCKED: " + "; ".join(report["problems"]) if report["problems"] else "ok"
+    text = [] if report.get("allow_text_shortcut") else report.get("text_problems", [])
+    blocking = report["problems"] + text
+    verdict = "BLOCKED: " + "; ".join(blocking) if blocking else (
+        "ok, with a text shortcut allowed" if report.get("text_problems") else "ok")
     return (f"shortcut audit ({report['claims']} claims, majority {report['majority']['accuracy']:.2f}): "
             f"{', '.join(figures)}; rectified style {_acc(style)} (n={style['rectified'] + style['original']}); "
             f"publication: {verdict}")
@@ -339,6 +404,12 @@ def audit_markdown(report: dict) -> str:
                  f"{text['macro_f1']:.2f}) against {text['majority_accuracy']:.2f} for the majority label and "
                  f"{text['null_mean']:.2f} by chance" + (", well above chance: part of the labels can be guessed from "
                                                         "the wording." if text["above_chance"] else ", within noise."))
+    natural = report.get("natural_text") or {}
+    if "accuracy" in natural:
+        lines.append(f"Natural claims alone (no rewrite among them: {natural['claims']} of the quarter's originals at "
+                     f"the release's label counts, {natural['draws']} draws) reach {natural['accuracy']:.2f} from the "
+                     "text: what the wording of claims people post gives away, which the release's figure must not "
+                     "exceed by more than the noise.")
     for name, f in report["features"].items():
         if f["above_chance"] and name not in ORDER_FEATURES:
             sel = f["selection"]
@@ -356,9 +427,16 @@ def audit_markdown(report: dict) -> str:
                      + f" rewritten Intact claims from natural ones with accuracy {style['accuracy']:.2f} vs "
                        f"{style['majority_accuracy']:.2f} (majority) and {style['null_mean']:.2f} (chance).")
     pool = report["pool"]
-    lines.append(f"The selection was checked against its pool ({pool['claims']} scored claims, {pool['draws']} draws "
-                 f"of {pool['subsample']} at the release's label counts): it must not make a feature more predictive."
-                 if not pool["skipped"] else f"The selection was not checked against its pool ({pool['skipped']}).")
+    lines.append(f"The selection was checked against {pool.get('name', 'its pool')} ({pool['claims']} claims, "
+                 f"{pool['draws']} draws of {pool['subsample']} at the release's label counts): it must not make a "
+                 "feature more predictive." if not pool["skipped"] else
+                 f"The selection was not checked against its pool ({pool['skipped']}).")
     lines.append("Publication blocked: " + "; ".join(report["problems"]) + "." if report["problems"] else
                  "No claim position or id predicts the label, and the selection adds no signal the pool lacks.")
+    if report.get("text_problems"):
+        lines.append(("Published anyway (stages.allow_text_shortcut): " if report.get("allow_text_shortcut") else
+                      "Publication blocked: ") + "; ".join(report["text_problems"]) + ".")
+    else:
+        lines.append("The text does not tell rewritten claims from natural ones, nor the label beyond what natural "
+                     "claims give.")
     return "\n".join(lines + [""])

@@ -167,6 +167,8 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
     audit = report.get("shortcut_audit")
     if audit:
         parts.append(audit_markdown(audit).replace("## ", f"{heading} ", 1))
+    if rewritten := rewrite_markdown(report):
+        parts.append(f"{heading} Rewritten claims\n\n{rewritten}")
     if note := vision_note(report):
         parts.append(f"{heading} Media seen by the raters\n\n{note}")
     recurring = report.get("recurring")
@@ -179,6 +181,50 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
             + ". The evaluation's cut-off view and the leaderboard's clean window leave them out: a model may have seen "
             "them before its cut-off.")
     return "\n\n".join(parts)
+
+
+def simulated_panel(report: dict) -> bool:
+    """The release was rated and rewritten by the simulated panel (models named sim/...)."""
+    models = report.get("models") or []
+    return bool(models) and all(str(m.get("model", "")).startswith("sim/") for m in models)
+
+
+def rewrite_markdown(report: dict) -> str:
+    """The card's account of the rewritten (rectified) claims, in aggregate: how many, the rounds of the
+    critique-and-refine loop, their edit ratio, and what the adversarial filter left out."""
+    r = report.get("rectification")
+    if not r:
+        return ""
+    ratio = r.get("edit_ratio") or {}
+    f = r.get("adversarial_filter") or {}
+    rounds = ", ".join(f"{n} in round {k}" for k, n in (r.get("rounds") or {}).items())
+    text = (f"{r['released']} of the Intact claims are rewrites of Compromised ones (stage 7: a minimal edit of the "
+            "claim that replaces what the fact-check shows false, checked by another model; a rewrite that adds "
+            "negation or hedge words is refused, and the refusal goes back to the writer for another round). Which "
+            "claims they are is never published." + (f" They held after: {rounds}." if rounds else "")
+            + (f" Word-level edit ratio against the claim they rewrite: median {ratio['p50']:.2f}, 10th-90th "
+               f"percentile {ratio['p10']:.2f}-{ratio['p90']:.2f}, max {ratio['max']:.2f}." if ratio else ""))
+    if "skipped" in f:
+        text += f" The adversarial filter did not run: {f['skipped']}."
+    elif f:
+        text += (f" Before selection, an adversarial filter ({f['method']}) left out {f['left_out']} of "
+                 f"{f['variants']} rewrites that a classifier told from the {f['natural']} natural Intact claims; "
+                 "the selection took the rest least detectable first.")
+    if simulated_panel(report):
+        text += (" These figures come from the simulated model panel and its scripted rewriter: they show the "
+                 "mechanism, not what real models write. With real models, read the first quarter's rectified-style "
+                 "and claim-only figures above, and the rewrites the filter left out.")
+    return text
+
+
+def text_shortcut_notice(report: dict) -> str:
+    """The card's first paragraph when the release was published with a text shortcut on purpose, else ''."""
+    audit = report.get("shortcut_audit") or {}
+    problems = audit.get("text_problems") or []
+    if not problems or not audit.get("allow_text_shortcut"):
+        return ""
+    return ("**Published with a known text shortcut (stages.allow_text_shortcut: true):** " + "; ".join(problems)
+            + ". Compare any system's score with the claim-only figure of the shortcut audit below.")
 
 
 def blind_raters(report: dict) -> tuple[list[str], int]:
@@ -233,7 +279,7 @@ def integrity_summary(report: dict) -> list[str]:
     return lines
 
 
-def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str, sections: str = "") -> str:
+def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str, sections: str = "", notice: str = "") -> str:
     """A Hugging Face dataset card: YAML header (license, languages, task categories, one config per quarter
     and a default config with one split per quarter), then counts and the label scheme.
 
@@ -262,7 +308,8 @@ def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str, sect
     labels = "\n".join(f"- `{k}`: {v}" for k, v in LABELS.items())
     return (
         f"---\n{yaml.safe_dump(header, sort_keys=False, allow_unicode=True)}---\n\n# {title}\n\n"
-        "Real-world claims from fact-checking articles, refreshed every quarter so that a model can be scored on "
+        + (f"{notice}\n\n" if notice else "")
+        + "Real-world claims from fact-checking articles, refreshed every quarter so that a model can be scored on "
         "claims published after its knowledge cut-off. Each quarter is one split (`claims.parquet`, one row per "
         "claim; media in `images/` and `videos/`, described by `croissant.json`).\n\n"
         "## Counts\n\n| quarter | claims | intact | compromised | unknown | images | videos |\n"
@@ -291,7 +338,8 @@ def write_release_card(folder: Path, quarter: str, version: str = "", integrity:
     (folder / "croissant.json").write_text(json.dumps(croissant(folder, quarter, version), indent=1, ensure_ascii=False))
     info = {quarter: _quarter_info(folder)}
     (folder / "README.md").write_text(card_text(info, {quarter: "claims.parquet"}, f"VeriTaS {quarter}",
-                                                integrity_markdown(integrity or {})))
+                                                integrity_markdown(integrity or {}),
+                                                text_shortcut_notice(integrity or {})))
 
 
 def read_manifest(folder: Path) -> dict:
@@ -319,5 +367,7 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
     info = {q: _quarter_info(out / q) for q in releases}
     sections = "\n\n".join(f"## {q}\n\n{text}" for q in sorted(releases)
                              if (text := integrity_markdown(read_manifest(out / q), "###")))
-    (out / "README.md").write_text(card_text(info, {q: f"{q}/claims.parquet" for q in releases}, "VeriTaS", sections))
+    notice = "\n\n".join(f"{q}: {n}" for q in sorted(releases) if (n := text_shortcut_notice(read_manifest(out / q))))
+    (out / "README.md").write_text(card_text(info, {q: f"{q}/claims.parquet" for q in releases}, "VeriTaS", sections,
+                                             notice))
     return out

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import zipfile
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.bins import EPS, PUBLISHED_DECIMALS, bin3
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
+from assets.release.adversarial import filter_detectable
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
 from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card
 from assets.release.order import (
@@ -477,7 +479,10 @@ def validate_release(folder: Path, release_size: int | None = None, media_share:
     problems += size_problems(manifest.get("selection") or {}, claims, release_size, media_share, allow_short)
     problems += provenance_problems(manifest)
     problems += order_problems(release_orders(claims, bin3))
-    problems += [f"shortcut audit: {p}" for p in (manifest.get("shortcut_audit") or {}).get("problems", [])]
+    audit = manifest.get("shortcut_audit") or {}
+    problems += [f"shortcut audit: {p}" for p in audit.get("problems", [])]
+    if not audit.get("allow_text_shortcut"):
+        problems += [f"shortcut audit: {p}" for p in audit.get("text_problems", [])]
     expected = {**counts, "total": len(claims)}
     if meta.get("claim_counts") != expected:
         problems.append(f"meta claim_counts {meta.get('claim_counts')} != {expected}")
@@ -527,6 +532,19 @@ def model_diversity(models: list[dict]) -> dict:
     return {"members": len(models), "distinct_models": len(distinct), "models_distinct": not note, "note": note}
 
 
+def rewrite_summary(chosen: list[ScoredClaim], adversarial: dict) -> dict:
+    """What the card says of the release's rewritten claims, in aggregate only (never which claims): how many, the
+    rounds of the critique-and-refine loop they took, their word-level edit ratio (quantiles), and the adversarial
+    filter's report."""
+    variants = [c for c in chosen if c.variant == "rectified"]
+    ratios = sorted(c.edit_ratio for c in variants if c.edit_ratio is not None)
+    quantiles = {f"p{int(q * 100)}": ratios[min(len(ratios) - 1, int(q * len(ratios)))] for q in (0.1, 0.5, 0.9)}
+    return {"released": len(variants),
+            "rounds": {str(r): n for r, n in sorted(Counter(c.rewrite_rounds for c in variants).items())},
+            "edit_ratio": {**quantiles, "max": ratios[-1]} if ratios else {},
+            "adversarial_filter": adversarial}
+
+
 def _cost_summary(llm: LLMResource, quarter: str) -> dict:
     """What the quarter's model calls cost, from the ledger (every stage, every run of the quarter)."""
     report = llm.ledger_report(quarter)
@@ -554,15 +572,22 @@ def release(
         gone = {k for c in claims if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
         pool = [c for c in claims if c.claim_id not in gone]
     key = order_key(store)
-    chosen, report = select_release(pool, pipeline.release_size, pipeline.media_share,
-                                    pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance, key=key)
+    pool = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency
+    # the rewrites a classifier tells from natural Intact claims are left out; the rest go least detectable first
+    natural = [c for c in pool if c.variant == "original" and c.integrity.label == "intact"]
+    detectability, left_out, adversarial = filter_detectable(
+        natural, [c for c in pool if c.variant == "rectified"], seed=int(keyed(key, "adversarial filter")[:8], 16))
+    chosen, report = select_release([c for c in pool if c.claim_id not in left_out], pipeline.release_size,
+                                    pipeline.media_share, pipeline.text_duplicate_similarity,
+                                    pipeline.near_duplicate_distance, key=key, detectability=detectability)
     report["allow_short_release"] = pipeline.allow_short_release
     chosen, release_claims, files, order = ordered_release(chosen, key)
     flags = [c.injection_flags for c in chosen]
     marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
-    by_id = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency
-    audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(by_id),
+    scored = sorted((c for c in claims if c.variant == "original"), key=lambda c: c.claim_id)  # the whole scored pool
+    audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(scored),
                            seed=int(order["seed_commitment"][:8], 16))
+    audit["allow_text_shortcut"] = pipeline.allow_text_shortcut
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)
     provenance = {
@@ -583,6 +608,7 @@ def release(
                                                         key=lambda c: c.claim_id)),
                         "released": ensemble_alpha(chosen)},
         "shortcut_audit": audit,
+        "rectification": rewrite_summary(chosen, adversarial),
         "recurring": {"mode": pipeline.recurring, "count": len(marks), "share": round(len(marks) / max(len(chosen), 1), 4),
                       "claims": {str(k): v for k, v in sorted(marks.items())}, "earlier_quarters": sorted(earlier),
                       "dropped": len(claims) - len(pool)},

@@ -1,0 +1,73 @@
+"""Issue 33, item 2: adversarial filtering (AFLite) of rewritten claims before selection.
+
+Half of the rewrites carry a correction template ("In reality, ..."), half are minimal edits of real claims; the
+filter leaves out the templates and keeps the edits, the selection takes the least detectable first, and the
+release's rectified style comes back to chance."""
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+from assets.release.adversarial import filter_detectable
+from assets.release.audit import release_rows, shortcut_audit
+from assets.release.release import ordered_release, select_release
+from tests.test_release import ORDER_KEY, claim
+
+REAL = [c["claim"] for c in json.load(gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz"))]
+random.Random(0).shuffle(REAL)  # the dev set's order clusters topics: natural and rewritten claims draw alike
+
+
+def quarter(n_natural=60, n_false=200, template_share=0.5):
+    """Natural Intact claims, Compromised ones each with a rewrite: a template over the claim, or a minimal edit (one
+    word swapped for a word of another real claim), both made of real AVeriTeC claims."""
+    rng = random.Random(3)
+    out = [claim(f"n{i}-o", 0.7778, REAL[i]) for i in range(n_natural)]
+    vocabulary = " ".join(REAL[300:400]).split()
+    for i in range(n_false):
+        text = REAL[n_natural + i]
+        words = text.split()
+        j = rng.randrange(len(words))
+        edit = " ".join(words[:j] + [rng.choice(vocabulary)] + words[j + 1:])
+        rewrite = f"In reality, {edit}" if i < template_share * n_false else edit
+        out.append(claim(f"f{i}-o", -0.7778, text, variant_of=f"f{i}-r"))
+        out.append(claim(f"f{i}-r", 0.7778, rewrite, variant="rectified", variant_of=f"f{i}-o"))
+    return out
+
+
+def test_the_filter_leaves_out_the_templates_and_keeps_the_minimal_edits():
+    claims = quarter()
+    natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
+    variants = [c for c in claims if c.variant == "rectified"]
+    scores, left_out, report = filter_detectable(natural, variants, seed=1)
+    templates = {c.claim_id for c in variants if c.text.startswith("In reality")}
+    assert len(left_out & templates) >= 0.6 * len(templates), report
+    assert len(left_out - templates) <= 0.1 * (len(variants) - len(templates)), report
+    assert report["rounds"] > 1 and report["auc"] <= 0.55 and set(scores) == {c.claim_id for c in variants}
+    kept = [c.claim_id for c in variants if c.claim_id not in left_out]
+    mean = lambda ids: sum(scores[i] for i in ids) / len(ids)  # noqa: E731
+    assert mean([i for i in kept if i in templates]) > mean([i for i in kept if i not in templates]) + 0.15  # last
+
+
+def test_selection_after_the_filter_brings_the_rectified_style_to_chance():
+    claims = quarter(n_natural=100, n_false=400, template_share=0.8)
+    natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
+    variants = [c for c in claims if c.variant == "rectified"]
+
+    def style(pool, detectability=None):
+        chosen, _ = select_release(pool, 500, 0.8, 92, dedupe=False, key=ORDER_KEY, detectability=detectability)
+        ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
+        return shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)["rectified_style"]
+
+    plain = style(claims)
+    assert plain["above_chance"], plain  # without the filter the templates tell the rewrites
+    scores, left_out, _ = filter_detectable(natural, variants, seed=1)
+    filtered = style([c for c in claims if c.claim_id not in left_out], scores)
+    assert not filtered["above_chance"] and filtered["lift"] < plain["lift"] / 2, (plain, filtered)
+
+
+def test_too_few_natural_claims_to_train_on_is_said_not_guessed():
+    claims = quarter(n_natural=3, n_false=20)
+    natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
+    scores, left_out, report = filter_detectable(natural, [c for c in claims if c.variant == "rectified"])
+    assert scores == {} and left_out == set() and "fewer than 5 natural Intact claims" in report["skipped"]
