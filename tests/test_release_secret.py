@@ -103,3 +103,22 @@ def test_the_order_key_is_made_once_kept_in_the_store_and_never_published(tmp_pa
     monkeypatch.setenv("VERITAS_RELEASE_KEY", "ab" * 32)  # a key kept outside the store wins
     assert order_key(store) == bytes.fromhex("ab" * 32)
     assert seed_commitment(1) != seed_commitment(2)
+
+
+def test_no_other_published_field_tells_a_rewrite_from_a_natural_claim(tmp_path):
+    """Date, language, publisher, media, text length: each alone, among the Intact claims of a release made from
+    real texts, is at chance; a field that differs (rewrites dated apart) is found, which shows the test can see."""
+    from datetime import date
+
+    from assets.release.audit import RECTIFIED_FIELDS, audit_markdown, release_rows, shortcut_audit
+
+    claims, truth = published_pool()
+    ordered, release_claims, _, _ = ordered_release(claims, ORDER_KEY)
+    report = shortcut_audit(release_rows(release_claims, [c.variant for c in ordered]), [], seed=3)
+    fields = report["rectified_fields"]
+    assert set(fields) == set(RECTIFIED_FIELDS)
+    assert not [n for n, f in fields.items() if f["above_chance"]], fields
+    dated = [c.model_copy(update={"claim_date": date(2021, 1, 1)}) if c.variant == "rectified" else c for c in claims]
+    ordered, release_claims, _, _ = ordered_release(dated, ORDER_KEY)
+    leaky = shortcut_audit(release_rows(release_claims, [c.variant for c in ordered]), [], seed=3)
+    assert leaky["rectified_fields"]["date"]["above_chance"] and "above chance: date" in audit_markdown(leaky)

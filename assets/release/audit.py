@@ -236,6 +236,30 @@ def text_vectors(texts: list[str]):
     return hstack([word.fit_transform(texts), char.fit_transform(texts)]).tocsr()
 
 
+RECTIFIED_FIELDS = ("date", "language", "publisher", "n_media", "media_kind", "media_ref", "text_length")
+
+
+def _lookup_balanced(x, y, train, test):
+    """``_lookup`` with each label's counts weighted by its inverse frequency (a value says rewritten when the
+    rewrites are over-represented among its claims)."""
+    prior = np.bincount(y[train], minlength=y.max() + 1).astype(float)
+    counts = np.tile(prior * 1e-6, (x.max() + 1, 1))
+    np.add.at(counts, (x[train], y[train]), 1.0 / prior[y[train]])
+    return counts.argmax(1)[x[test]]
+
+
+def _rectified_fields(rows: list[dict], seed: int) -> dict:
+    """Among Intact claims: does any other published field than the text (date, language, publisher, media, text
+    length) tell a rewritten claim from a natural one? Balanced accuracy of each field alone."""
+    intact = [r for r in rows if r["label"] == "intact"]
+    y = np.array([r.get("variant") == "rectified" for r in intact], dtype=int)
+    if min(int(y.sum()), int(len(y) - y.sum())) < MIN_STYLE:
+        return {}
+    return {name: _judged({"claims": len(intact), **_measure(_lookup_balanced, _codes(intact, name), y, seed,
+                                                             balanced=True)}, metric="balanced accuracy")
+            for name in RECTIFIED_FIELDS}
+
+
 def _text(rows: list[dict], y: np.ndarray, seed: int, **extra) -> dict:
     return _judged({"claims": len(rows), **_measure(_linear, text_vectors([r["text"] for r in rows]), y, seed)},
                    model="tfidf+lr", **extra)
@@ -325,6 +349,7 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
             features[name] = entry
         text, style = _text(release, y, seed, group="text"), _style(release, seed)
         natural = _natural_text(pool, counts, seed) if pool else {"skipped": "no pool"}
+        fields = _rectified_fields(release, seed)
     top = int(counts.argmax())
     report.update({
         "majority": {"label": LABELS[top], "accuracy": round(counts[top] / len(y), 4)},
@@ -334,6 +359,7 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
         "pool": {"name": POOL_NAME, "claims": len(pool), "subsample": len(draws[0]) if draws else 0,
                  "draws": len(draws), "skipped": pool_skipped or None},
         "features": features, "text": text, "natural_text": natural, "rectified_style": style,
+        "rectified_fields": fields,
     })
     report["problems"] = audit_problems(report)
     report["text_problems"] = text_problems(report)
@@ -426,6 +452,12 @@ def audit_markdown(report: dict) -> str:
                      + ("tells" if style["above_chance"] else "does not reliably tell")
                      + f" rewritten Intact claims from natural ones with accuracy {style['accuracy']:.2f} vs "
                        f"{style['majority_accuracy']:.2f} (majority) and {style['null_mean']:.2f} (chance).")
+    told = [f"{n} ({f['accuracy']:.2f} vs {f['null_mean']:.2f})" for n, f in (report.get("rectified_fields") or {}).items()
+            if f.get("above_chance")]
+    if report.get("rectified_fields"):
+        lines.append("Other published fields, each alone (balanced accuracy of rewritten vs natural Intact claims): "
+                     + (f"above chance: {', '.join(told)}." if told else
+                        f"none of {', '.join(report['rectified_fields'])} tells them apart beyond chance."))
     pool = report["pool"]
     lines.append(f"The selection was checked against {pool.get('name', 'its pool')} ({pool['claims']} claims, "
                  f"{pool['draws']} draws of {pool['subsample']} at the release's label counts): it must not make a "
