@@ -55,6 +55,7 @@ class AppearanceChoiceAnswer(Answer):
 class RectifiedCheckAnswer(Answer):
     consistent: YesNo
     shareable: YesNo
+    critique: str = Field(default="", max_length=300)  # what the writer should change when either is no
 
 
 def json_schema(model: type[BaseModel], max_string: int = 200) -> dict:
