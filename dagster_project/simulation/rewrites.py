@@ -66,7 +66,7 @@ SYNONYMS = {
            ("built", "constructed"), ("banned", "prohibited"), ("allowed", "permitted"), ("showed", "displayed"),
            ("people", "individuals"), ("biggest", "largest"), ("largest", "biggest"), ("only", "just"),
            ("gave", "handed"), ("woman", "lady"), ("picture", "photo"), ("pictures", "photos"), ("clip", "video"),
-           ("over", "more than"), ("about", "around"), ("killed", "slain"), ("help", "aid"), ("kids", "children")],
+           ("killed", "slain"), ("help", "aid"), ("kids", "children")],
     "ar": [("الصورة", "اللقطة"), ("صورة", "لقطة"), ("الفيديو", "المقطع"), ("يظهر", "يبين"), ("يُظهر", "يبيّن"),
            ("تظهر", "تبين"), ("تُظهر", "تبيّن"), ("قال", "صرح"), ("أعلن", "صرح"), ("بعد", "عقب"), ("خلال", "أثناء"),
            ("بسبب", "جراء"), ("تم", "جرى"), ("أشخاص", "أفراد"), ("كبير", "ضخم"), ("كبيرة", "ضخمة"),
