@@ -4,7 +4,8 @@
                                         [--parallel-claims 48] [--max-parallel 16] [--out DIR] [--skip-kill]
                                         [--figures-only | --kill-only] [--seed-cache EARLIER_OUT]
                                         [--label-mix real|balanced] [--rectify demand|all]
-                                        [--score demand|all]
+                                        [--score demand|all] [--rewrite-styles negation=0.2,correction=0.2,...]
+                                        [--refine-uptake 0.7]
 
 1. Generates the quarter (dagster_project/simulation/quarter.py) from ../shared/data (or VERITAS_SHARED_DATA; it stops
    when neither is there) and starts the panel on loopback.
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.rehearsal_stage import SLOT_BUSY  # noqa: E402
-from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
+from dagster_project.simulation.panel import PanelConfig, PanelServer, parse_styles  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
 from dagster_project.simulation.records import SHARED_DATA, load_shared  # noqa: E402
 from assets.release.card import integrity_summary  # noqa: E402
@@ -193,6 +194,12 @@ def main() -> int:
                     help="planted labels from the records' own ratings (real) or from fixed shares (balanced)")
     ap.add_argument("--rectify", choices=("demand", "all"), default="demand", help="stages.rectify")
     ap.add_argument("--score", choices=("demand", "all"), default="demand", help="stages.score")
+    ap.add_argument("--rewrite-styles", type=parse_styles, default=None,
+                    help="the simulated writer's rewrite styles and shares, e.g. negation=0.5,correction=0.5 (styles "
+                         "not named get 0; default: PanelConfig.rewrite_styles, negation 0.2, correction 0.2, minimal "
+                         "0.4, paraphrase 0.2)")
+    ap.add_argument("--refine-uptake", type=float, default=PanelConfig.refine_uptake,
+                    help="on a refine round, the chance that the simulated writer takes the critique")
     ap.add_argument("--seed-cache", default="", help="an earlier run's --out: its quarter (the same records) and its LLM "
                     "and OCR caches, so that what changes is the code's doing alone (compare the releases with "
                     "bench/release_diff.py)")
@@ -200,7 +207,8 @@ def main() -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="veritas-rehearsal-"))
     quarter_cfg = QuarterConfig(reviews=args.reviews, seed=args.seed, label_mix=args.label_mix)
     q = quarter_cfg.quarter
-    panel_cfg = PanelConfig(latency_median_s=args.latency, seed=args.seed)
+    panel_cfg = PanelConfig(latency_median_s=args.latency, seed=args.seed, refine_uptake=args.refine_uptake,
+                            **({"rewrite_styles": args.rewrite_styles} if args.rewrite_styles else {}))
     print(f"SIMULATED quarter {q}: {args.reviews} reviews, release {args.release_size}, panel median "
           f"{args.latency * 1000:.0f} ms, parallel_claims {args.parallel_claims}, max_parallel {args.max_parallel}, "
           f"client timeout {client_timeout(panel_cfg):.0f} s; in {out}")
@@ -282,6 +290,10 @@ def main() -> int:
         for line in integrity_summary(json.loads((release / "manifest.json").read_text())):
             print(f"  {line}")
         print(f"panel: {json.dumps(panel.counters())}")
+        mix = panel.counters()
+        print(f"rewrite styles (SIMULATED writer, shares {json.dumps(panel_cfg.rewrite_styles)}, refine uptake "
+              f"{panel_cfg.refine_uptake}): {json.dumps(mix['rewrite_styles'])}; on refine rounds "
+              f"{json.dumps(mix['refine_rewrite_styles'])}; answers per round {json.dumps(mix['rewrite_rounds'])}")
         # each claim asks its question of every member at once (ask_each), each member at most max_parallel at once
         allowed = len(panel_cfg.members) * min(args.parallel_claims, args.max_parallel)
 

@@ -55,7 +55,7 @@ class AppearanceChoiceAnswer(Answer):
 class RectifiedCheckAnswer(Answer):
     consistent: YesNo
     shareable: YesNo
-    critique: str = ""  # what the writer should change, sent back to it on a refine round
+    critique: str = Field(default="", max_length=300)  # what the writer should change, sent back on a refine round
 
 
 def json_schema(model: type[BaseModel], max_string: int = 200) -> dict:

@@ -21,6 +21,9 @@ REVIEWS, RELEASE = 300, 100
 STAGES = {"rectify": "all", "score": "all"}
 SIM_KEY = {"VERITAS_SIM_KEY": "sk-simulated"}
 PANEL_FAULTS = {"rate_limit": 0.01, "server_error": 0.005, "malformed": 0.005, "refusal": 0.002}
+# the simulated writer's styles (dagster_project/simulation/rewrites.py), PanelConfig's default mix: the checker
+# refuses the negation template as not shareable, so stage 7 has refusals to count
+REWRITE_STYLES = {"negation": 0.2, "correction": 0.2, "minimal": 0.4, "paraphrase": 0.2}
 
 
 @contextlib.contextmanager
@@ -35,7 +38,7 @@ def simulated_quarter(folder: Path):
 
     truth = generate(folder / "quarter", QuarterConfig(quarter=QUARTER, reviews=REVIEWS, video_share=0.03,
                                                        label_mix="balanced"), load_records(prefer_shared=False))
-    panel = PanelConfig(latency_median_s=0.0, retry_after_s=0.0, faults=PANEL_FAULTS)
+    panel = PanelConfig(latency_median_s=0.0, retry_after_s=0.0, faults=PANEL_FAULTS, rewrite_styles=REWRITE_STYLES)
     with PanelServer(truth, panel) as server:
         with pytest.MonkeyPatch.context() as mp, fast_router_backoff():
             for name, value in SIM_KEY.items():

@@ -50,8 +50,17 @@ def test_every_stage_ran_and_the_funnel_matches_the_planted_failures(rehearsal):
     assert funnel["appearances"] == (270, 257, {"appearances_unreachable": counts["dead_appearance"]})
     assert funnel["normalized_claims"] == (257, 257, {})
     assert funnel["scored_claims"] == (257, 234, {"rater_disagreement": 23})  # the panel's noise, filtered
-    assert funnel["rectified_claims"] == (234, 353, {})  # 119 Compromised claims gain their Intact rewrite (all)
-    assert funnel["release"] == (353, RELEASE, {"near_duplicate": 6, "not_selected": 247})
+    # 94 of the 140 Compromised claims gain their Intact rewrite: the checker refuses the simulated writer's negation
+    # template as not shareable (tests/simulated.py's REWRITE_STYLES), and 20 rewrites fail their re-score on the
+    # raters' disagreement
+    assert funnel["rectified_claims"] == (234, 328, {})
+    extras = stages["rectified_claims"]["extras"]
+    styles = rehearsal["first"]["rewrite_styles"]
+    assert sum(styles.values()) == extras["rectify/attempted"] == extras["compromised"] == 140
+    assert {k: v for k, v in extras.items() if k.startswith("not_rectified/")} == {
+        "not_rectified/not_shareable": styles["negation"], "not_rectified/rescore_rater_disagreement": 20}
+    assert styles["negation"] == 26 and styles["minimal"] > styles["negation"]
+    assert funnel["release"] == (328, RELEASE, {"near_duplicate": 6, "not_selected": 222})
     assert funnel["predictions"] == funnel["evaluation"] == (RELEASE, RELEASE, {})
 
 
@@ -64,7 +73,7 @@ def test_the_release_is_balanced_and_agrees_with_the_planted_truth(rehearsal):
     # Intact = Compromised; media claims at most 80%; never both variants of one claim; the planted truth recovered
     assert result == {"claims": RELEASE, "intact": 43, "compromised": 43, "unknown": 14, "media_share": 0.8,
                       "rectified": 8, "both_variants": 0, "accuracy_3bin": 1.0, "accuracy_category": 0.99,
-                      "mse": 0.0098}, result
+                      "mse": 0.008}, result
 
 
 def test_the_panel_was_asked_every_prompt_and_knew_every_claim(rehearsal):

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from dagster_project.commands.plan import IMAGE_TOKENS
 from dagster_project.simulation.records import claim_key
 from dagster_project.simulation.openai_stub import OpenAIStub
+from dagster_project.simulation.rewrites import STYLES, TEMPLATES, rewrite_texts
 
 SIMULATED = "simulated"
 
@@ -53,6 +54,29 @@ class PanelConfig:
     retry_after_s: float = 1.0
     timeout_sleep_s: float = 35.0  # a timeout fault answers after this (past the client's timeout)
     seed: int = 13
+    # the writer's rewrite styles (dagster_project/simulation/rewrites.py) and their shares, drawn per claim and round;
+    # the templates (negation, correction) are 0.4 of the default, so that a filter of rewrites has work to do
+    rewrite_styles: dict = field(default_factory=lambda: {
+        "negation": 0.2, "correction": 0.2, "minimal": 0.4, "paraphrase": 0.2})
+    refine_uptake: float = 0.7  # on a refine round: chance that the writer takes the critique (minimal or paraphrase)
+
+    def __post_init__(self):
+        unknown = set(self.rewrite_styles) - set(STYLES)
+        if unknown or any(v < 0 for v in self.rewrite_styles.values()) or not sum(self.rewrite_styles.values()):
+            raise ValueError(f"rewrite_styles: shares >= 0 of {', '.join(STYLES)}, not all 0; got {self.rewrite_styles}")
+        if not 0.0 <= self.refine_uptake <= 1.0:
+            raise ValueError(f"refine_uptake must be within 0..1, not {self.refine_uptake}")
+
+
+def parse_styles(text: str) -> dict[str, float]:
+    """"negation=0.5,correction=0.5" -> {"negation": 0.5, "correction": 0.5} (the styles not named get 0)."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, share = part.partition("=")
+        if name.strip() not in STYLES or not share:
+            raise ValueError(f"a rewrite style is one of {', '.join(STYLES)} with its share (name=0.2), not {part!r}")
+        out[name.strip()] = float(share)
+    return out
 
 
 # prompt type <- a phrase of its system message (the rating prompts are told apart by their user message)
@@ -67,6 +91,12 @@ MEDIA_REF = re.compile(r"<(?:image|video):\d+>\s*")
 CLAIM_IN_PROMPT = re.compile(r'dated [^)\n]*\):\n"(.*?)"\n', re.DOTALL)
 FILTER_CLAIM = re.compile(r'^Claim: "(.*?)"\nMedium:', re.DOTALL | re.MULTILINE)
 REWRITTEN = re.compile(r'Rewritten claim: "(.*?)"\n', re.DOTALL)
+ORIGINAL = re.compile(r'Original claim: "(.*?)"\n', re.DOTALL)
+# a refine round of rectify_claim: the refused rewrite and the checker's critique come back to the writer
+PREVIOUS_REWRITE = re.compile(r'^Previous rewrite \(round (\d+)\): "', re.MULTILINE)
+REFUSED = re.compile(r"^Why it was refused:", re.MULTILINE)
+CRITIQUE = {"shareable": "reads as a correction notice, not as a post: state the true detail in the claim's own words",
+            "consistent": "states what the fact-check does not show: keep to the article's facts and the claim's media"}
 SOURCE_URL = re.compile(r"URL: (\S+)")
 # planted category -> the category a careful rater gives each property
 TARGET = {
@@ -123,7 +153,10 @@ class Panel:
         self.config = config or PanelConfig()
         self.members = {m.name: m for m in self.config.members}
         self.by_claim = {claim_key(t["claim"]): t for t in truth["claims"].values()}
-        self.by_rectified = {claim_key(t["rectified"]): t for t in truth["claims"].values()}
+        # every style's text of every claim -> (its truth, the style): the raters know each as the Intact variant
+        self.rewrites = {claim_key(text): (t, style) for t in truth["claims"].values()
+                         for style, text in reversed(rewrite_texts(t).items())}
+        self.by_rectified = {key: t for key, (t, _) in self.rewrites.items()}
         self.lock = threading.Lock()
         self.served: Counter = Counter()  # (member, prompt type) -> answers given (200s, faults excluded)
         self.faults: Counter = Counter()  # (member, fault) -> count
@@ -135,6 +168,9 @@ class Panel:
         self.in_flight = 0
         self.max_in_flight = 0
         self.in_flight_s = 0.0  # the sum of every request's time in the panel: over a span, / its length = mean in flight
+        self.rewrite_styles: Counter = Counter()  # style -> rectify_claim answers served in it
+        self.refine_styles: Counter = Counter()  # style -> those of them on a refine round
+        self.rewrite_rounds: Counter = Counter()  # round (0 = first, N + 1 after "Previous rewrite (round N)") -> answers
 
     # ---- what the prompt is about -------------------------------------------------------
     @staticmethod
@@ -167,6 +203,42 @@ class Panel:
         return None, False
 
     # ---- answers ------------------------------------------------------------------------
+    def rewrite_style(self, truth: dict, user: str) -> tuple[str, int]:
+        """(style, round) of the writer's answer: drawn from the shares per (seed, claim, round); on a refine round
+        (the prompt quotes the refused rewrite and why) the writer takes the critique with refine_uptake, answering
+        minimal or paraphrase by their shares (minimal when both are 0), else draws from the shares again."""
+        rounds = [int(n) for n in PREVIOUS_REWRITE.findall(user)]
+        refine = bool(rounds) and bool(REFUSED.search(user))
+        round_ = max(rounds) + 1 if refine else 0
+        rng = _rng(self.config.seed, "rewrite-style", truth["claim"], round_)
+        shares = self.config.rewrite_styles
+        if refine and rng.random() < self.config.refine_uptake:
+            shares = {s: shares.get(s, 0.0) for s in STYLES if s not in TEMPLATES}
+            if not sum(shares.values()):
+                shares = {"minimal": 1.0}
+        styles = [s for s in STYLES if shares.get(s, 0.0) > 0]
+        return rng.choices(styles, [shares[s] for s in styles])[0], round_
+
+    def rewrite(self, truth: dict, user: str) -> dict:
+        style, round_ = self.rewrite_style(truth, user)
+        texts = rewrite_texts(truth)
+        if style not in texts:  # a truth table of one style (written before the styles)
+            style = next(iter(texts))
+        self._made.style = (style, round_)
+        return {"claim": texts[style]}
+
+    def check(self, user: str) -> dict:
+        """consistent when the rewrite is one of the claim's own rewrites; not shareable when it is the negation
+        template (a correction notice); the critique says what to change, "" when both are yes."""
+        rewritten, original = REWRITTEN.search(user), ORIGINAL.search(user)
+        found = self.rewrites.get(claim_key(MEDIA_REF.sub("", rewritten.group(1)))) if rewritten else None
+        of = self.by_claim.get(claim_key(MEDIA_REF.sub("", original.group(1)))) if original else None
+        if found is None or (of is not None and of is not found[0]):
+            return {"consistent": "no", "shareable": "yes", "critique": CRITIQUE["consistent"]}
+        if found[1] == "negation":
+            return {"consistent": "yes", "shareable": "no", "critique": CRITIQUE["shareable"]}
+        return {"consistent": "yes", "shareable": "yes", "critique": ""}
+
     def rating(self, member: MemberSpec, truth: dict | None, rectified: bool, prop: str) -> dict:
         category = "unknown" if truth is None else TARGET["intact" if rectified else truth["category"]][prop]
         claim = (truth or {}).get("claim", "")
@@ -198,9 +270,9 @@ class Panel:
             match = CLAIM_IN_PROMPT.search(user)
             return {"claim": truth["claim"] if truth else MEDIA_REF.sub("", match.group(1) if match else "claim")}
         if kind == "rectify_claim":
-            return {"claim": truth["rectified"] if truth else f"{SIMULATED} rewrite"}
+            return self.rewrite(truth, user) if truth else {"claim": f"{SIMULATED} rewrite"}
         if kind == "check_rectified":
-            return {"consistent": "yes" if truth else "no", "shareable": "yes"}
+            return self.check(user)
         if kind == "choose_appearance":
             links = re.findall(r"^\d+\. (\S+)$", user, re.MULTILINE)
             posts = [u for u in links if re.search(r"/status/|/posts/|instagram\.com/p/|archive\.ph/", u)]
@@ -240,6 +312,7 @@ class Panel:
 
     def _respond(self, member: MemberSpec, body: dict, key: str, nth: int):
         rng = _rng(self.config.seed, key, nth)
+        self._made.style = None
         time.sleep(self.latency(rng))
         kind, user, system = self.prompt_type(body)
         reask = "That answer was rejected" in _text(body.get("messages", [{}])[-1])
@@ -277,7 +350,8 @@ class Panel:
         usage = {"prompt_tokens": max(1, prompt_chars // 4) + images * IMAGE_TOKENS,
                  "completion_tokens": max(1, len(content) // 4)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        self._made.answer = (member.name, kind, key)
+        style = self._made.style if fault in ("", "timeout") else None  # a broken answer is asked again
+        self._made.answer = (member.name, kind, key, style)
         return 200, message, {"x-simulated": "true"}, {"model": member.model, "usage": usage,
                                                           "system_fingerprint": SIMULATED}
 
@@ -287,11 +361,16 @@ class Panel:
         made, self._made.answer = getattr(self._made, "answer", None), None
         if made is None:
             return
-        member, kind, key = made
+        member, kind, key, style = made
         with self.lock:
             if delivered:
                 self.served[(member, kind)] += 1
                 self.answered_keys[key] += 1
+                if style:
+                    self.rewrite_styles[style[0]] += 1
+                    self.rewrite_rounds[style[1]] += 1
+                    if style[1]:
+                        self.refine_styles[style[0]] += 1
             else:
                 self.abandoned[(member, kind)] += 1
 
@@ -311,6 +390,9 @@ class Panel:
                 "unmatched": dict(self.unmatched), "answered_twice": sum(1 for n in self.answered_keys.values() if n > 1),
                 "abandoned": sum(self.abandoned.values()),
                 "max_in_flight": self.max_in_flight, "in_flight_s": round(self.in_flight_s, 3),
+                "rewrite_styles": dict(sorted(self.rewrite_styles.items())),
+                "refine_rewrite_styles": dict(sorted(self.refine_styles.items())),
+                "rewrite_rounds": {str(r): n for r, n in sorted(self.rewrite_rounds.items())},
             }
 
 

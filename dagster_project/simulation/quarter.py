@@ -22,7 +22,7 @@ import imagehash
 import numpy as np
 from PIL import Image, ImageDraw
 
-from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak
+from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak, verdict_phrase
 from dagster_project.config import PlatformSettings
 from dagster_project.simulation.pages import (
     CHROME,
@@ -45,6 +45,7 @@ from dagster_project.simulation.pages import (
 )
 from assets.claims.ratings import rating_category
 from dagster_project.simulation.records import claim_key
+from dagster_project.simulation.rewrites import rewrites, vocabulary
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = ROOT / "registry" / "publishers.csv"
@@ -60,8 +61,7 @@ FALLBACK_PUBLISHERS = {
            "aap.com.au", "factly.in", "pesacheck.org", "newsmeter.in", "dubawa.org", "checkyourfact.com"],
     "ar": ["misbar.com", "fatabyyano.net", "akhbarmeter.org", "maharat-news.com", "falso.ly", "annir.ly", "arij.net"],
 }
-RECTIFY_TEMPLATE = {"en": "There is no evidence that {claim}", "ar": "لا يوجد دليل على أن {claim}"}
-MAX_CLAIM_WORDS = 55  # the rectified rewrite adds a few words and must stay within 70
+MAX_CLAIM_WORDS = 55  # a rewrite (dagster_project/simulation/rewrites.py) adds a few words and must stay within 70
 SIM_PATH = "veritas-sim"
 def planted_category(record: dict) -> str:
     """The planted category of a real record: its textual rating's (assets/claims/ratings.py), out of context for
@@ -187,10 +187,21 @@ def fits(claim: str, language: str) -> bool:
             and not verdict_leak(claim, language) and '"' not in claim)
 
 
-def rectified_text(claim: str, language: str) -> str:
-    template = RECTIFY_TEMPLATE.get(language, RECTIFY_TEMPLATE["en"])
-    body = claim[0].lower() + claim[1:] if language == "en" and claim[1:2].islower() else claim
-    return template.format(claim=body.rstrip(" .")) + "."
+def planted_rewrites(picked: list[dict], seed: int) -> dict[str, dict]:
+    """claim key -> the simulated writer's rewrites of that claim ({"rewrites": {style: text}, "swap": [old, new]}),
+    each swap taken from the quarter's own claims in that language. A rewrite that would read as another claim of
+    the quarter (never seen on the real records) is the claim's correction text instead."""
+    unique = {claim_key(r["claim"]): r for r in picked}
+    words = vocabulary([(r["claim"], r["language"]) for r in unique.values()],
+                       {verdict_phrase(r["rating"]) for r in unique.values()})
+    out = {}
+    for key, r in unique.items():
+        made = rewrites(r["claim"], r["language"], words, seed)
+        for style, text in made["rewrites"].items():
+            if claim_key(text) in unique:
+                made["rewrites"][style] = made["rewrites"]["correction"]
+        out[key] = made
+    return out
 
 
 # ------------------------------------------------------------------------------ pages
@@ -318,6 +329,7 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
     if config.label_mix not in ("real", "balanced"):
         raise ValueError(f"label_mix must be real or balanced, not {config.label_mix!r}")
     picked = pick_records(records, config, domains)
+    written = planted_rewrites(picked, config.seed)  # from a generator of their own: the feed and WARC stay the same
     rng = random.Random(config.seed * 7919 + 1)
     walls = random.Random(config.seed * 7919 + 2)  # the walls' own draws (see QuarterConfig.walled_share)
     arch, pictures = _Archive(), Pictures()
@@ -338,7 +350,8 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
             truth[key] = {"claim": rec["claim"], "language": rec["language"], "category": category,
                           "bin3": BIN3[category], "decisive_property": DECISIVE[category], "media": media,
                           "video": media and rng.random() < config.video_share,
-                          "rectified": rectified_text(rec["claim"], rec["language"]), "review_urls": [],
+                          "rewrites": written[key]["rewrites"], "rewrite_swap": written[key]["swap"],
+                          "rectified": written[key]["rewrites"]["minimal"], "review_urls": [],
                           "source_id": rec["source_id"]}
         t = truth[key]
         host = _registered(rec["domain"], domains) if rec["domain"] else ""

@@ -11,6 +11,7 @@ import yaml
 from dagster_project.simulation.quarter import BIN3, DECISIVE
 from dagster_project.simulation.records import claim_key
 from dagster_project.simulation.panel import MEDIA_REF, PanelConfig, PanelServer
+from dagster_project.simulation.rewrites import rewrite_texts
 
 PLANTED_SCORE = {"intact": 1.0, "compromised": -1.0, "unknown": 0.0}
 
@@ -53,9 +54,11 @@ def latest_release(data_dir: Path, quarter: str) -> Path:
 
 
 def planted(claim: dict, truth: dict, by_url: dict) -> tuple[str, str, bool]:
-    """(planted 3-bin label, planted decisive property, is a rectified variant) of one released claim."""
+    """(planted 3-bin label, planted decisive property, is a rectified variant) of one released claim: a variant is
+    any of the claim's rewrites, whatever its style."""
     t = by_url[claim["review_url"]]
-    if claim_key(MEDIA_REF.sub("", claim["text"])) == claim_key(t["rectified"]):
+    text = claim_key(MEDIA_REF.sub("", claim["text"]))
+    if text != claim_key(t["claim"]) and text in {claim_key(r) for r in rewrite_texts(t).values()}:
         return "intact", DECISIVE["intact"], True
     return BIN3[t["category"]], t["decisive_property"], False
 
