@@ -168,7 +168,7 @@ def ask(panel: Panel, member: str, prompt: str, extra_user: str = "", **inputs) 
 
 def rewrite(panel: Panel, claim: str, extra_user: str = "") -> str:
     return ask(panel, "sim-alpha", "rectify_claim", extra_user, decisive_property="veracity", justification="",
-               max_words=70, max_sentences=2, **{**BASE, "claim": claim})["claim"]
+               max_words=70, max_sentences=2, previous="", critique="", round=1, **{**BASE, "claim": claim})["claim"]
 
 
 def test_the_shares_hold_over_many_claims():
@@ -188,15 +188,15 @@ def test_a_refine_round_takes_the_critique_at_about_refine_uptake(styles, expect
     shares again: with templates only, non-template answers are refine_uptake; with the default shares 0.7 + 0.3 x
     0.6."""
     panel = careful_panel(**({"rewrite_styles": styles} if styles else {}))
-    user = REFINE.format(n=0, text="There is no evidence that ...")
+    user = REFINE.format(n=1, text="There is no evidence that ...")
     draws = [panel.rewrite_style({"claim": f"claim {i}"}, user) for i in range(4000)]
-    assert {r for _, r in draws} == {1}  # "Previous rewrite (round 0)": this is round 1
+    assert {r for _, r in draws} == {2}  # "Previous rewrite (round 1)": this is round 2
     plain = sum(s in ("minimal", "paraphrase") for s, _ in draws) / len(draws)
     assert abs(plain - expected) < 0.03, plain
     if styles:  # minimal and paraphrase have no share: the writer who takes the critique writes the minimal edit
         assert {s for s, _ in draws} <= {"negation", "correction", "minimal"}
     # without the critique line it is no refine round; each round draws afresh
-    assert panel.rewrite_style({"claim": "x"}, REFINE.split("\nWhy")[0])[1] == 0
+    assert panel.rewrite_style({"claim": "x"}, REFINE.split("\nWhy")[0])[1] == 1  # stage 7's first round
     assert panel.rewrite_style({"claim": "x"}, REFINE.format(n=1, text="..."))[1] == 2
 
 
@@ -205,11 +205,11 @@ def test_the_rewrite_answer_comes_through_the_real_prompt_and_is_counted():
     claim = "<image:0> " + TRUTH["claims"]["a"]["claim"]
     first = rewrite(panel, claim)
     assert first == TRUTH["claims"]["a"]["rewrites"]["negation"]
-    again = rewrite(panel, claim, REFINE.format(n=0, text=first))
+    again = rewrite(panel, claim, REFINE.format(n=1, text=first))
     assert again == TRUTH["claims"]["a"]["rewrites"]["minimal"]  # took the critique
     counters = panel.counters()
     assert counters["rewrite_styles"] == {"minimal": 1, "negation": 1}
-    assert counters["refine_rewrite_styles"] == {"minimal": 1} and counters["rewrite_rounds"] == {"0": 1, "1": 1}
+    assert counters["refine_rewrite_styles"] == {"minimal": 1} and counters["rewrite_rounds"] == {"1": 1, "2": 1}
 
 
 def test_the_checker_refuses_the_negation_template_with_a_critique_and_passes_the_others():

@@ -170,7 +170,7 @@ class Panel:
         self.in_flight_s = 0.0  # the sum of every request's time in the panel: over a span, / its length = mean in flight
         self.rewrite_styles: Counter = Counter()  # style -> rectify_claim answers served in it
         self.refine_styles: Counter = Counter()  # style -> those of them on a refine round
-        self.rewrite_rounds: Counter = Counter()  # round (0 = first, N + 1 after "Previous rewrite (round N)") -> answers
+        self.rewrite_rounds: Counter = Counter()  # round (1 = first, N + 1 after "Previous rewrite (round N)") -> answers
 
     # ---- what the prompt is about -------------------------------------------------------
     @staticmethod
@@ -209,7 +209,7 @@ class Panel:
         minimal or paraphrase by their shares (minimal when both are 0), else draws from the shares again."""
         rounds = [int(n) for n in PREVIOUS_REWRITE.findall(user)]
         refine = bool(rounds) and bool(REFUSED.search(user))
-        round_ = max(rounds) + 1 if refine else 0
+        round_ = max(rounds) + 1 if refine else 1  # stage 7 numbers its rounds from 1
         rng = _rng(self.config.seed, "rewrite-style", truth["claim"], round_)
         shares = self.config.rewrite_styles
         if refine and rng.random() < self.config.refine_uptake:
@@ -369,7 +369,7 @@ class Panel:
                 if style:
                     self.rewrite_styles[style[0]] += 1
                     self.rewrite_rounds[style[1]] += 1
-                    if style[1]:
+                    if style[1] > 1:  # a refine round
                         self.refine_styles[style[0]] += 1
             else:
                 self.abandoned[(member, kind)] += 1
