@@ -173,3 +173,19 @@ def test_a_record_that_does_not_parse_does_not_end_the_feed(real_items, tmp_path
     # structure broken between the records still ends the feed there, with what came before kept
     triples = list(stream_datafeed(_write(tmp_path, _feed(elements[:3]) [:-2] + b"}{ " + _feed(elements[3:])), "f"))
     assert triples[-1][1] == "malformed_feed_json" and triples[-1][2]["elements_read"] == 3
+
+
+def test_dates_outside_the_partitions_are_quarantined_where_a_command_sees_them(real_items, tmp_path):
+    k = [20, 21, 22]  # real records given dates no partition holds: the year 9999, the year 1, and a review in 9999
+    items = [dict(it) for it in real_items[:40]]
+    items[k[0]].update(datePublished="9999-12-31", itemReviewed={"@type": "Claim"})
+    items[k[1]].update(datePublished="0001-01-01T00:00:00Z", itemReviewed={"@type": "Claim"})
+    items[k[2]].update(datePublished="9999-01-01", itemReviewed={"@type": "Claim", "datePublished": "2024-03-02"})
+    path = _write(tmp_path, _feed([_element(it) for it in items]))
+    good, bad, stats = ingest([("datafeed", "feed.json", str(path))], None)
+    assert Counter(q.reason for q in bad) == {"date_out_of_range": 3}  # before the fix: reviews of 9999Q4 and 1Q1
+    assert all(r.quarter < "2100" for r in good)
+    # the two without a reachable anchor count in every quarter, the third in its claim date's quarter
+    for quarter, expected in (("2024Q1", 3), ("2023Q4", 2)):
+        _, bad_q, _ = ingest([("datafeed", "feed.json", str(path))], quarter)
+        assert Counter(q.reason for q in bad_q)["date_out_of_range"] == expected
