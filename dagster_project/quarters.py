@@ -69,3 +69,13 @@ def quarter_range(first: str, last: str) -> list[str]:
 def current_quarter() -> str:
     """The running quarter's label: the last partition (``end_offset=1``)."""
     return quarter_of(datetime.now(timezone.utc))
+
+
+def partition_label(value: str) -> str:
+    """The label of a quarter that has a partition; a ValueError that says which quarters exist for any other."""
+    label = to_label(value)
+    first, last = to_label(QUARTER_START), current_quarter()
+    if not (first[:4], first[5]) <= (label[:4], label[5]) <= (last[:4], last[5]):
+        raise ValueError(f"quarter {label} has no partition: the quarters run from {first} to {last} (the running "
+                         f"quarter); give one of those")
+    return label
