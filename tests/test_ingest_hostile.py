@@ -189,3 +189,25 @@ def test_dates_outside_the_partitions_are_quarantined_where_a_command_sees_them(
     for quarter, expected in (("2024Q1", 3), ("2023Q4", 2)):
         _, bad_q, _ = ingest([("datafeed", "feed.json", str(path))], quarter)
         assert Counter(q.reason for q in bad_q)["date_out_of_range"] == expected
+
+
+def test_a_bad_byte_in_a_claims_search_dump_takes_only_the_reviews_of_its_claim(tmp_path):
+    from assets.ingestion.sources import load_sources
+    from dagster_project.config import SourceSpec
+
+    raw = (FIXTURES / "gfc_claims_search_ar_excerpt.json").read_bytes()
+    claims = json.loads(raw)
+    texts = [json.dumps(c["text"], ensure_ascii=False)[1:-1].encode("utf-8") for c in claims]
+    k = next(i for i, t in enumerate(texts) if raw.count(t) == 1 and t[0] >= 0xC0)  # an Arabic claim written once
+    text = texts[k]
+    path = tmp_path / "claims.json"
+    path.write_bytes(raw.replace(text, text[1:]))  # one byte of the claim's first letter cut out
+    payloads, _ = load_sources([SourceSpec(kind="factcheck_api", path=str(path))], None, tmp_path)
+    result = ingest(payloads, None)  # before the fix: UnicodeDecodeError, and the whole source lost
+    assert [q.reason for q in result[1]] == ["invalid_unicode"] * len(claims[k]["claimReview"])
+    reference = ingest([("factcheck_api", "claims.json", [c for i, c in enumerate(claims) if i != k])], None)
+    assert reference[1] == []
+    _same_records(result, reference)
+    path.write_bytes(b'{"claims": ' + b"[" * 50_000 + b"]" * 50_000 + b"}")
+    with pytest.raises(ValueError, match=f"{path}: not a claims:search answer JSON can read \\(nested too deep\\)"):
+        load_sources([SourceSpec(kind="factcheck_api", path=str(path))], None, tmp_path)

@@ -920,6 +920,18 @@ def iter_page_markup(pages: list[PageMarkup], origin: str) -> Iterator[Triple]:
                 yield None, str(err), review
 
 
+def claims_search_dump(body: bytes, path: str) -> Any:
+    """A ``claims:search`` answer kept as a file, parsed whole. A byte that is not UTF-8 stays in its claim as a
+    lone surrogate, so that cleaning quarantines that review alone (``invalid_unicode``); a file JSON cannot read
+    is an error that names it."""
+    try:
+        return json.loads(body.decode("utf-8", "surrogateescape").removeprefix("\ufeff"))
+    except (ValueError, RecursionError) as err:
+        what = "nested too deep" if isinstance(err, RecursionError) else " ".join(str(err).split())[:200]
+        raise ValueError(f"{path}: not a claims:search answer JSON can read ({what}): fix the file, or remove it "
+                         "from sources") from None
+
+
 # ---- the configured sources --------------------------------------------------------------------------------------
 
 SOURCE_KINDS = ("datafeed", "factcheck_api", "factcheck_api_live", "page_markup")
@@ -951,11 +963,11 @@ def load_sources(specs: list[Any], web: WebResource | None, state_dir: str | os.
                 result = web.fetch(path)
                 if not result.ok:
                     raise RuntimeError(f"could not fetch source {path}: {result.error or result.status}")
-                payload = json.loads(result.content)
+                body = result.content
             else:
                 with open(path, "rb") as fh:
-                    payload = json.load(fh)
-            payloads.append(("factcheck_api", origin, payload))
+                    body = fh.read()
+            payloads.append(("factcheck_api", origin, claims_search_dump(body, path)))
             status[origin] = "local" if not remote else "fetched"
         elif kind == "factcheck_api_live":
             key = os.environ.get(spec.api_key_env, "")
