@@ -50,6 +50,7 @@ BREAKS = {
     "large": "record_too_large",
     "syntax": "malformed_record_json",  # a colon lost
     "nan": "malformed_record_json",  # NaN, which Python's json reads but JSON has not
+    "long_number": "malformed_record_json",  # an element that is a number of more digits than Python reads
 }
 BAD_BYTES = [b"\xff", b"\xc0", b"\xe2\x82", b"\xed\xa0\x80", b"\x80", b"\xf8\x88\x80\x80\x80"]
 
@@ -87,6 +88,8 @@ def broken_element(draw) -> tuple[bytes, str, dict]:
         data = data.replace(b'"url": ', b'"url" ', 1)
     elif kind == "nan":
         data = data.replace(b'"@type": "ClaimReview"', b'"@type": NaN', 1)
+    elif kind == "long_number":
+        data = b"9" * draw(st.integers(4301, 3 * CAP_CHARS))
     return data, BREAKS[kind], item
 
 

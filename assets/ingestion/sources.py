@@ -365,12 +365,14 @@ class _FeedText:
         let go as it is read); raises ``_FeedEnd`` when the value cannot be framed."""
         depth, in_string, i = 0, False, self.pos
         first = self.text[i] if i < len(self.text) else ""
-        if first not in ("[", "{", '"'):
-            m = _SCALAR.match(self.text, i)
-            if m is None or m.end() == i:
+        if first not in ("[", "{", '"'):  # a number or a word, which may go on in the next read
+            if _SCALAR.match(self.text, i) is None:
                 self.fail(first, f"a value cannot start here ({error or reason})")
-            self.pos = m.end()
-            return None, reason
+            while True:
+                m = _SCALAR.match(self.text, self.pos)
+                self.pos = m.end() if m else self.pos
+                if self.pos < len(self.text) or not self.more():
+                    return None, reason
         while True:
             text = self.text
             while i < len(text):
