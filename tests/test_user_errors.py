@@ -171,3 +171,10 @@ def test_the_light_loader_checks_the_shape_without_dagster(tmp_path):
     path.write_text("sources:\n  - kind: datafeed\n    path: 5\n")
     with pytest.raises(ConfigError, match=r"veritas.yaml:3: sources\[0\]\.path: must be a path or a URL, not 5"):
         read_config(path)
+
+
+def test_backfill_and_plan_name_the_quarters_that_exist(tmp_path, capsys):
+    cfg = write_demo_config(tmp_path)
+    for argv in (["backfill", "--from", "1999Q1", "--to", "1999Q4"], ["plan", "--quarter", "9999Q4"]):
+        assert main(["--config", cfg, *argv]) == 2  # before: every key of the range listed; a run to make 9999Q4
+        assert "has no partition: the quarters run from 2016Q1 to " in _one_line(capsys)
