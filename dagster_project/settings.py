@@ -65,12 +65,13 @@ def config_error(cfg_path: str | os.PathLike, keys: tuple, problem: str) -> Conf
 
 def _read(cfg_path: Path) -> Any:
     """The parsed YAML of the config file; every way it can fail is a ConfigError naming the file."""
-    if cfg_path.is_dir():
-        hint = f" such as {cfg_path / 'veritas.yaml'}" if (cfg_path / "veritas.yaml").is_file() else ""
-        raise ConfigError(f"{cfg_path}: is a folder, not a config file: give --config a YAML file{hint}")
-    if not cfg_path.exists():
-        raise FileNotFoundError(f"config file not found: {cfg_path} (give --config a YAML file, or set VERITAS_CONFIG)")
     try:
+        if cfg_path.is_dir():
+            hint = f" such as {cfg_path / 'veritas.yaml'}" if (cfg_path / "veritas.yaml").is_file() else ""
+            raise ConfigError(f"{cfg_path}: is a folder, not a config file: give --config a YAML file{hint}")
+        if not cfg_path.exists():
+            raise FileNotFoundError(f"config file not found: {cfg_path} (give --config a YAML file, or set "
+                                    "VERITAS_CONFIG)")
         text = cfg_path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise ConfigError(f"{cfg_path}: is not UTF-8 text (byte {err.start}): save it as UTF-8") from None
@@ -168,12 +169,13 @@ def check_data_dir(config: dict, writes: bool = True) -> None:
         found = path
         while not os.path.lexists(found) and found.parent != found:
             found = found.parent  # the folder it would be made in
+        name = "data dir" if key == "data_dir" else "store root"
         fix = f"set {key} in {config['path']} to another folder"
         if not found.is_dir():
             what = "is a file" if found == path else f"cannot be made: {found} is a file"
-            raise ConfigError(f"data dir {path} {what}, not a folder: move the file away, or {fix}")
+            raise ConfigError(f"{name} {path} {what}, not a folder: move the file away, or {fix}")
         need = os.R_OK | os.X_OK | (os.W_OK if writes or found != path else 0)
         if not os.access(found, need):
             can = "read and written" if need & os.W_OK else "read"
-            raise ConfigError(f"data dir {found} cannot be {can} by this user: give it the permissions "
+            raise ConfigError(f"{name} {found} cannot be {can} by this user: give it the permissions "
                               f"(chmod u+rwx {found}), or {fix}")

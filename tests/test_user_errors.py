@@ -178,3 +178,12 @@ def test_backfill_and_plan_name_the_quarters_that_exist(tmp_path, capsys):
     for argv in (["backfill", "--from", "1999Q1", "--to", "1999Q4"], ["plan", "--quarter", "9999Q4"]):
         assert main(["--config", cfg, *argv]) == 2  # before: every key of the range listed; a run to make 9999Q4
         assert "has no partition: the quarters run from 2016Q1 to " in _one_line(capsys)
+
+
+def test_a_store_root_under_a_file_is_named_too(tmp_path, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where a folder should be")
+    cfg = _config(tmp_path, lambda raw: raw.__setitem__("store", {"root": str(blocker / "data")}))
+    assert main(["--config", cfg, "yields", "--quarter", "2020Q2"]) == 2
+    assert _one_line(capsys) == (f"veritas: store root {blocker / 'data'} cannot be made: {blocker} is a file, not a "
+                                 f"folder: move the file away, or set store.root in {cfg} to another folder")
