@@ -16,7 +16,8 @@ from dagster_project.settings import DEFAULT_CONFIG, PROJECT_ROOT, ConfigError, 
 class SourceSpec(dg.Config):
     """One ClaimReview source: a DataFeed, a ``claims:search`` dump, the live API, or fact-check pages' markup."""
 
-    kind: str = "datafeed"  # "datafeed" | "factcheck_api" | "factcheck_api_live" | "page_markup"
+    # a DataFeed, a claims:search answer kept as a file, the live claims:search API, or fact-check pages' markup
+    kind: Literal["datafeed", "factcheck_api", "factcheck_api_live", "page_markup"] = "datafeed"
     path: str = ""  # datafeed / factcheck_api: a local path or an http(s) URL (fetched through the web resource)
     urls: list[str] = []  # page_markup: fact-check pages, fetched through the web resource
     # factcheck_api_live (the key itself never goes in the config, only the name of the variable holding it)

@@ -187,3 +187,11 @@ def test_a_store_root_under_a_file_is_named_too(tmp_path, capsys):
     assert main(["--config", cfg, "yields", "--quarter", "2020Q2"]) == 2
     assert _one_line(capsys) == (f"veritas: store root {blocker / 'data'} cannot be made: {blocker} is a file, not a "
                                  f"folder: move the file away, or set store.root in {cfg} to another folder")
+
+
+def test_a_mistyped_source_kind_is_refused_before_the_run(tmp_path):
+    cfg = _config(tmp_path, lambda raw: raw["sources"][0].__setitem__("kind", "datafed"))
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg)  # before the fix: the run failed in review_snapshot, after loading the code location
+    assert str(err.value) == (f"{cfg}:{_line_of(cfg, 'kind:')}: sources[0].kind: must be 'datafeed', 'factcheck_api', "
+                              "'factcheck_api_live' or 'page_markup', not 'datafed'")

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import time
+import typing
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ from urllib.parse import urljoin
 import extruct
 import httpx
 
+from dagster_project.config import SourceSpec
 from dagster_project.resources.files import atomic_write
 from dagster_project.resources.web import WebResource
 
@@ -936,7 +938,7 @@ def claims_search_dump(body: bytes, path: str) -> Any:
 
 # ---- the configured sources --------------------------------------------------------------------------------------
 
-SOURCE_KINDS = ("datafeed", "factcheck_api", "factcheck_api_live", "page_markup")
+SOURCE_KINDS = typing.get_args(SourceSpec.model_fields["kind"].annotation)  # the kinds the config accepts
 
 
 def load_sources(specs: list[Any], web: WebResource | None, state_dir: str | os.PathLike) -> tuple[list[tuple[str, str, Any]], dict[str, str]]:
