@@ -42,10 +42,11 @@ def materialize_quarter(config_path: str | None, quarter: str, until: str | None
     from dagster_project.checks import CHECKS
     from dagster_project.config import load_config
     from dagster_project.definitions import ALL_ASSETS, ASSET_NAMES, build_resources, with_snapshot
-    from dagster_project.partitions import to_key, to_label
+    from dagster_project.partitions import to_key
+    from dagster_project.quarters import partition_label
 
     config = load_config(config_path)
-    label = to_label(quarter)
+    label = partition_label(quarter)
     if until and until not in ASSET_NAMES:
         raise SystemExit(f"unknown asset {until!r}; choose one of {', '.join(ASSET_NAMES)}")
     selection = ASSET_NAMES[: ASSET_NAMES.index(until) + 1] if until else ASSET_NAMES
@@ -579,6 +580,9 @@ def command_modules() -> list:
     return [importlib.import_module(f"{commands.__name__}.{m.name}") for m in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name)]
 
 
+READ_ONLY = {"yields", "costs", "export", "evaluate", "averitec-score", "models", "plan", "web"}  # write no data_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="veritas", description=__doc__)
     parser.add_argument("--config", help="config file (default: $VERITAS_CONFIG or veritas.yaml)")
@@ -601,6 +605,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--config", default=argparse.SUPPRESS, help="config file")
     args = parser.parse_args(argv)
     try:
+        from dagster_project.settings import check_data_dir, load_config
+
+        check_data_dir(load_config(args.config), writes=args.command not in READ_ONLY)
         if getattr(args, "handler", None):
             return args.handler(args)
         if args.command == "demo":

@@ -1,16 +1,23 @@
 """The one config file (YAML) that chooses the sources, the web mode, the models, the store and the data dir."""
 
-from typing import Literal
+import inspect
+import os
+import typing
+from typing import Any, Literal
 
 import dagster as dg
+import pydantic
+from pydantic import Field
 
-from dagster_project.settings import DEFAULT_CONFIG, PROJECT_ROOT, load_config  # noqa: F401 - re-exported
+from dagster_project import settings
+from dagster_project.settings import DEFAULT_CONFIG, PROJECT_ROOT, ConfigError, config_error, nearest  # noqa: F401
 
 
 class SourceSpec(dg.Config):
     """One ClaimReview source: a DataFeed, a ``claims:search`` dump, the live API, or fact-check pages' markup."""
 
-    kind: str = "datafeed"  # "datafeed" | "factcheck_api" | "factcheck_api_live" | "page_markup"
+    # a DataFeed, a claims:search answer kept as a file, the live claims:search API, or fact-check pages' markup
+    kind: Literal["datafeed", "factcheck_api", "factcheck_api_live", "page_markup"] = "datafeed"
     path: str = ""  # datafeed / factcheck_api: a local path or an http(s) URL (fetched through the web resource)
     urls: list[str] = []  # page_markup: fact-check pages, fetched through the web resource
     # factcheck_api_live (the key itself never goes in the config, only the name of the variable holding it)
@@ -20,8 +27,8 @@ class SourceSpec(dg.Config):
     language_code: str = ""
     api_key_env: str = "FACTCHECK_API_KEY"
     base_url: str = "https://factchecktools.googleapis.com/v1alpha1/claims:search"
-    page_size: int = 100
-    max_pages: int = 50
+    page_size: int = Field(100, ge=1)
+    max_pages: int = Field(50, ge=1)
 
 
 class PlatformSettings(dg.Config):
@@ -56,7 +63,7 @@ class PlatformSettings(dg.Config):
     wayback_web_url: str = "https://web.archive.org/web"  # where captures are fetched, with the id_ raw-content flag
     archive_today_url: str = "https://archive.ph"  # archive.today: <archive_today_url>/newest/<url>
     # Wayback captures looked at, at most, around the claim date
-    wayback_cdx_limit: int = 50
+    wayback_cdx_limit: int = Field(50, ge=1)
     # veritas web check: one stable public post per platform (a live smoke check; never run by the tests)
     check_posts: dict[str, str] = {
         "x": "https://x.com/alleyco/status/1679189879086018562",
@@ -76,42 +83,42 @@ class PipelineResource(dg.ConfigurableResource):
     publisher_registry: str = str(PROJECT_ROOT / "registry" / "publishers.csv")
     # stages 1-2 take this many quarters per run of a backfill (Dagster's BackfillPolicy): a quarter costs them well
     # under a second, a run about as much again; 1 gives every quarter a run of its own
-    quarters_per_run: int = 8
+    quarters_per_run: int = Field(8, ge=1)
     # a record that raises is dropped as error:<Type> while a stage's errors stay within the larger of this share of
     # its records and error_budget_min; past that the stage fails, naming the error, a record and its traceback
-    error_budget_share: float = 0.02
-    error_budget_min: int = 5  # the error budget's floor, in records (see error_budget_share)
+    error_budget_share: float = Field(0.02, ge=0, le=1)
+    error_budget_min: int = Field(5, ge=0)  # the error budget's floor, in records (see error_budget_share)
     # stage 3
-    min_raw_chars: int = 2000
-    min_article_chars: int = 1000
-    max_article_chars: int = 40000
-    scrape_workers: int = 2  # processes for article extraction (trafilatura is CPU-bound)
+    min_raw_chars: int = Field(2000, ge=0)
+    min_article_chars: int = Field(1000, ge=0)
+    max_article_chars: int = Field(40000, ge=1)
+    scrape_workers: int = Field(2, ge=1)  # processes for article extraction (trafilatura is CPU-bound)
     # stage 4
-    max_appearances: int = 2
+    max_appearances: int = Field(2, ge=1)
     require_appearance: bool = True
-    max_candidate_media: int = 8
+    max_candidate_media: int = Field(8, ge=0)
     # an ensemble member that orders the candidate links (posts, archives, other outbound links) before they are
     # fetched; a URL it names that is not literally in the article or the ClaimReview is refused. Empty: page order.
     appearance_chooser: str = ""
-    chooser_max_links: int = 30  # links shown to it: the candidates first, then other outbound links
+    chooser_max_links: int = Field(30, ge=1)  # links shown to it: the candidates first, then other outbound links
     # the ways in to a post besides its page (public endpoints, archives), with their endpoints
     platforms: PlatformSettings = PlatformSettings()
     # stage 5
-    max_claims: int = 0  # claims of a quarter that go on to the model stages (the first ones); 0: all of them
-    max_media: int = 4
-    max_words: int = 70
-    max_sentences: int = 2
-    near_duplicate_distance: int = 6
+    max_claims: int = Field(0, ge=0)  # claims of a quarter that reach the model stages (the first ones); 0: all
+    max_media: int = Field(4, ge=1)
+    max_words: int = Field(70, ge=1)
+    max_sentences: int = Field(2, ge=1)
+    near_duplicate_distance: int = Field(6, ge=0)
     # stages 5-7: a claim whose claim, title or article holds instruction-like text is "keep" (flagged, recorded in
     # the release's claims.parquet and manifest) or "drop" (left out before any model call on it)
     injection_policy: str = "keep"
     # stage 6
-    min_ratings: int = 3
-    max_rating_spread: float = 1.0
+    min_ratings: int = Field(3, ge=1)
+    max_rating_spread: float = Field(1.0, ge=0)
     # the fact-check article as evidence: whole up to this share of a member's context window (tokens), else its
     # end and its parts most relevant to the claim; the embedded demo model reads at most evidence_tokens_embedded
-    evidence_context_share: float = 0.5
-    evidence_tokens_embedded: int = 750
+    evidence_context_share: float = Field(0.5, gt=0, le=1)
+    evidence_tokens_embedded: int = Field(750, ge=1)
     # stage 6: demand scores every claim whose fact-checker's rating is not "false", and of the others (the most
     # plentiful) only as many, in the release's own order, as the release needs with its rectified variants; the
     # rest count as not_needed_for_release. all scores every claim, as demand does with recurring: drop (the release
@@ -119,27 +126,27 @@ class PipelineResource(dg.ConfigurableResource):
     score: Literal["demand", "all"] = "demand"
     # the share of stage 7's rewrites that score: demand counts on holding (0 < share <= 1); a quarter whose rewrites
     # hold less often may fall short of release_size, and stage 7 says so
-    expected_rewrite_success: float = 0.5
+    expected_rewrite_success: float = Field(0.5, gt=0, le=1)
     # stage 7: demand rewrites Compromised claims, in the order the release prefers them, only until the Intact
     # variants the release will lack are covered (the rest count as not_needed_for_release); all rewrites every one
     rectify: Literal["demand", "all"] = "demand"
     # stage 7: when a rewrite is refused (by the checker, or for adding negation or hedge words the claim lacks), the
     # reason goes back to the writer for up to this many more rounds (MMCV's critique-and-refine loop); 0: no loop
-    refine_rounds: int = 2
+    refine_rounds: int = Field(2, ge=0)
     # stage 7 on demand: this many more variants than the release needs, so that the release can leave out the ones
     # a classifier tells from natural claims (assets/release/adversarial.py) and still fill its Intact half
-    rectify_surplus: float = 0.3
+    rectify_surplus: float = Field(0.3, ge=0)
     # release
     # publication is blocked while the text tells rewritten claims from natural ones, or the claim text predicts the
     # label better than natural claims alone do; true publishes anyway, and the card says so in its first paragraph
     allow_text_shortcut: bool = False
-    release_size: int = 1000
+    release_size: int = Field(1000, gt=0)
     # a pool too small for release_size fails the release gate; true publishes the smaller split, and its card says so
     allow_short_release: bool = False
     # a demo configuration (the bundled snapshot): its releases are marked demo and may carry code_version unknown
     demo: bool = False
-    media_share: float = 0.8
-    text_duplicate_similarity: float = 92.0
+    media_share: float = Field(0.8, ge=0, le=1)
+    text_duplicate_similarity: float = Field(92.0, ge=0, le=100)
     # flag: claims that recur from an earlier release are marked (manifest, claims.parquet) and left out of the
     # cut-off view and the leaderboard's clean window; drop: left out of the release
     recurring: Literal["flag", "drop"] = "flag"
@@ -148,16 +155,85 @@ class PipelineResource(dg.ConfigurableResource):
     verifier_mode: str = "closed_book"
     knowledge_cutoff: str = ""  # a quarter label such as 2024Q4
     verifier_strategy: str = "parallel"  # retrieval mode's question generation: parallel | dynamic | hybrid
-    verifier_questions: int = 5
-    verifier_parallel_questions: int = 2  # hybrid: asked at once before the dynamic follow-ups
-    verifier_fewshot: int = 3  # BM25-chosen training examples shown to the question generator
+    verifier_questions: int = Field(5, ge=1)
+    verifier_parallel_questions: int = Field(2, ge=0)  # hybrid: asked at once before the dynamic follow-ups
+    verifier_fewshot: int = Field(3, ge=0)  # BM25-chosen training examples shown to the question generator
     verifier_fewshot_path: str = ""  # AVeriTeC-format training JSON; empty: prompts/verifier_fewshot.json
     verifier_tools: list[str] = ["text_search", "image_search", "reverse_image_search", "vqa"]
-    verifier_search_k: int = 5
+    verifier_search_k: int = Field(5, ge=1)
     verifier_allow_undated: bool = False  # the temporal guard excludes undated evidence unless this is set
     knowledge_warc_paths: list[str] = []  # WARCs for the knowledge store; empty: the web resource's WARCs
     contamination_check: bool = False  # evaluation: write-from-memory articles vs the real ones (METEOR+Hungarian)
-    contamination_threshold: float = 0.25
+    contamination_threshold: float = Field(0.25, ge=0, le=1)
     # leaderboard: the systems registry (one YAML per system) and the bootstrap resamples of its intervals
     systems_dir: str = str(PROJECT_ROOT / "systems")
-    bootstrap_resamples: int = 2000
+    bootstrap_resamples: int = Field(2000, ge=1)
+
+
+# ---- checking a config file against the resources that read it ------------------------------------------------------
+
+
+def _section_models() -> dict[str, type]:
+    from dagster_project.resources.llm import LLMResource
+    from dagster_project.resources.store import StoreResource
+    from dagster_project.resources.web import WebResource
+
+    return {"stages": PipelineResource, "web": WebResource, "llm": LLMResource, "store": StoreResource}
+
+
+def _nested_model(annotation: Any) -> tuple[type | None, bool]:
+    """(the config model a field holds, whether it holds a list of them), or (None, False)."""
+    many = typing.get_origin(annotation) is list
+    inner = typing.get_args(annotation)[0] if many else annotation
+    if inspect.isclass(inner) and issubclass(inner, pydantic.BaseModel):
+        return inner, many
+    return None, False
+
+
+def _unknown_key(values: dict, model: type, keys: tuple) -> tuple[tuple, str] | None:
+    """(path, "; did you mean ...?") of the first key that no field of ``model`` (or of a model in it) takes."""
+    fields = model.model_fields
+    for key, value in values.items():
+        if key not in fields:
+            return (*keys, key), nearest(key, fields)
+        inner, many = _nested_model(fields[key].annotation)
+        if inner is None:
+            continue
+        entries = list(enumerate(value)) if many and isinstance(value, list) else [] if many else [(None, value)]
+        for i, entry in entries:
+            if isinstance(entry, dict):
+                found = _unknown_key(entry, inner, (*keys, key) if i is None else (*keys, key, i))
+                if found:
+                    return found
+    return None
+
+
+def _as_written(keys: tuple) -> tuple:
+    """A path in the loaded config as the file writes it (the sources move under stages when loaded)."""
+    return keys[1:] if keys[:2] == ("stages", "sources") else keys
+
+
+def check_config(config: dict) -> None:
+    """Every section against the resource that reads it: an unknown key (with the nearest known one), a value of
+    the wrong type or out of its range raise ``ConfigError`` naming the file, the line and the key."""
+    path = config["path"]
+    for section, model in _section_models().items():
+        values = config[section]
+        unknown = _unknown_key(values, model, (section,))
+        if unknown:
+            hint = unknown[1] or " (the keys and their meanings: docs/reference/configuration.md)"
+            raise config_error(path, _as_written(unknown[0]), f"unknown key{hint}")
+        try:
+            model(**values)
+        except pydantic.ValidationError as err:
+            first = err.errors()[0]
+            message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+            raise config_error(path, _as_written((section, *first["loc"])),
+                               f"{message}, not {first.get('input')!r}") from None
+
+
+def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """``settings.load_config``, then ``check_config``: what the pipeline's resources are built from."""
+    config = settings.load_config(path)
+    check_config(config)
+    return config

@@ -3,8 +3,11 @@
 import dagster as dg
 
 from dagster_project.quarters import (  # noqa: F401 - re-exported: the stages import them from here
+    FIRST_DAY,
+    LAST_DAY,
     QUARTER_START,
     current_quarter,
+    in_date_range,
     quarter_bounds,
     quarter_of,
     quarter_range,

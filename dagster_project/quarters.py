@@ -5,6 +5,10 @@ import re
 from datetime import date, datetime, timezone
 
 QUARTER_START = "2016-01"
+# The dates a review may carry: from the first partition's first day to the end of the century. Outside it a date
+# (year 9999, year 1) anchors no partition that any command can reach: stage 1 quarantines it as date_out_of_range.
+# A fixed end, not today: the same feed must give the same snapshot whenever it is parsed.
+FIRST_DAY, LAST_DAY = date(2016, 1, 1), date(2099, 12, 31)
 
 _LABEL = re.compile(r"^\s*(\d{4})\s*-?\s*[Qq]\s*([1-4])\s*$")
 _KEY = re.compile(r"^\s*(\d{4})-(\d{2})(?:-(\d{2}))?\s*$")
@@ -13,6 +17,11 @@ _KEY = re.compile(r"^\s*(\d{4})-(\d{2})(?:-(\d{2}))?\s*$")
 def quarter_of(day: date | datetime) -> str:
     """The quarter label (``2025Q4``) of a date."""
     return f"{day.year}Q{(day.month - 1) // 3 + 1}"
+
+
+def in_date_range(day: date) -> bool:
+    """Whether a date anchors a partition (``FIRST_DAY``..``LAST_DAY``)."""
+    return FIRST_DAY <= day <= LAST_DAY
 
 
 def to_label(value: str) -> str:
@@ -60,3 +69,13 @@ def quarter_range(first: str, last: str) -> list[str]:
 def current_quarter() -> str:
     """The running quarter's label: the last partition (``end_offset=1``)."""
     return quarter_of(datetime.now(timezone.utc))
+
+
+def partition_label(value: str) -> str:
+    """The label of a quarter that has a partition; a ValueError that says which quarters exist for any other."""
+    label = to_label(value)
+    first, last = to_label(QUARTER_START), current_quarter()
+    if not (first[:4], first[5]) <= (label[:4], label[5]) <= (last[:4], last[5]):
+        raise ValueError(f"quarter {label} has no partition: the quarters run from {first} to {last} (the running "
+                         f"quarter); give one of those")
+    return label

@@ -69,7 +69,7 @@ def test_pool_limits_come_from_the_config(tmp_path):
 
 def test_backfill_ranges_are_checked(tmp_path, capsys):
     assert quarter_keys("2020Q2", "2020Q4") == ["2020-04", "2020-07", "2020-10"]
-    with pytest.raises(ValueError, match="outside the partitions"):
+    with pytest.raises(ValueError, match="quarter 2015Q3 has no partition: the quarters run from 2016Q1 to "):
         quarter_keys("2015Q3", "2016Q1")
     assert stage_selection(None, "trusted_reviews") == ["reviews", "trusted_reviews"]
     assert stage_selection("normalized_claims", "scored_claims") == ["normalized_claims", "scored_claims"]

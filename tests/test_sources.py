@@ -99,9 +99,8 @@ def test_stream_malformed_elements_are_quarantined_not_fatal():
     streamed = list(stream_datafeed(io.BytesIO(json.dumps(bad_feed).encode("utf-8")), "bad_feed.json"))
     in_memory = list(iter_datafeed(bad_feed, "bad_feed.json"))
     assert len(streamed) == 70
-    # yajl turns a lone surrogate escape into '?', so only the two surrogate items (case-29, case-30) differ
-    differ = [a[0]["review_url"] for a, b in zip(in_memory, streamed) if a != b]
-    assert differ == ["https://fullfact.org/online/case-29/", "https://fullfact.org/online/case-30/"]
+    # the lone surrogate escapes (case-29, case-30) come out as written, as from the parsed feed
+    assert streamed == in_memory
     # the feeds that are not feeds are reported once each, without holding the document
     assert list(stream_datafeed(io.BytesIO(b"[1, 2, 3]"), "x"))[0][1] == "feed_without_dataFeedElement"
     odd = b'{"dataFeedElement": {"item": [{"url": "https://a.org/x", "claimReviewed": "c"}]}, "n": 1}'

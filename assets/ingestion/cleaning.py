@@ -21,7 +21,7 @@ from dateutil import parser as dateparser
 
 from assets.common import stable_id
 from assets.ingestion.sources import normalize_claim_text, read_source
-from dagster_project.partitions import quarter_of
+from dagster_project.partitions import FIRST_DAY, LAST_DAY, in_date_range, quarter_of
 from schemas.frames import polars_schema, quarantine
 from schemas.records import Review
 
@@ -149,10 +149,11 @@ def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
     """Apply the ingestion rules to one row; returns (row, "") or (None, reason).
 
     ``row["quarter"]`` is set as soon as a date anchors the row (claim date, else review date), also when the
-    row is then rejected, so that a rejection is counted in its own partition only."""
+    row is then rejected, so that a rejection is counted in its own partition only; an anchor outside the
+    partitions (``date_out_of_range``: year 9999, year 1) leaves it "", counted in every quarter as undated."""
     dates_ok = _parse_dates(row)
     anchor = row["claim_date"] or row["review_date"]
-    row["quarter"] = quarter_of(anchor) if anchor else ""
+    row["quarter"] = quarter_of(anchor) if anchor and in_date_range(anchor) else ""
     if quarter is not None and anchor and row["quarter"] != quarter:
         return None, "other_quarter"
     row["review_url"], reason = _url_problem(row.get("review_url"))
@@ -169,6 +170,8 @@ def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
         return None, "invalid_unicode"
     if not dates_ok:
         return None, "unparseable_date"
+    if not all(in_date_range(day) for day in (row["claim_date"], row["review_date"]) if day):
+        return None, "date_out_of_range"
     if row["claim_date"] and row["review_date"] and row["claim_date"] > row["review_date"]:
         return None, "claim_date_after_review_date"
     if anchor is None:
@@ -179,7 +182,8 @@ def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
 
 
 def _raw_quarter(raw: Any) -> str:
-    """The quarter of a record the iterators could not turn into a row, from any date it carries ("" if none)."""
+    """The quarter of a record the iterators could not turn into a row, from any date it carries ("" if none, or if
+    the date is outside the partitions)."""
     if not isinstance(raw, dict):
         return ""
     reviewed = raw.get("itemReviewed") if isinstance(raw.get("itemReviewed"), dict) else {}
@@ -190,7 +194,7 @@ def _raw_quarter(raw: Any) -> str:
         except ValueError:
             continue
         if day:
-            return quarter_of(day)
+            return quarter_of(day) if in_date_range(day) else ""
     return ""
 
 
@@ -286,6 +290,9 @@ def _clean_batch(rows: list[dict]) -> tuple[pl.DataFrame, list[dict]]:
         & (pl.col("claim_date").is_not_null() | pl.col("review_date").is_not_null())
         & (pl.col("claim_date").is_null() | (pl.col("claim_date") != _DATE_FAIL))
         & (pl.col("review_date").is_null() | (pl.col("review_date") != _DATE_FAIL))
+        # outside the partitions (and _DATE_FAIL): the per-record path names the reason
+        & (pl.col("claim_date").is_null() | pl.col("claim_date").is_between(FIRST_DAY, LAST_DAY))
+        & (pl.col("review_date").is_null() | pl.col("review_date").is_between(FIRST_DAY, LAST_DAY))
         & ~(pl.col("claim_date") > pl.col("review_date")).fill_null(False)
     )
     df = df.with_columns(_ok=ok)

@@ -23,7 +23,7 @@ from dagster_project.resources.files import TMP_PREFIX, atomic_write
 from dagster_project.resources.store import StoreResource
 from schemas.records import QuarantineRecord
 
-SNAPSHOT_FORMAT = 1  # bump when a cleaning or merging rule changes what a feed version gives
+SNAPSHOT_FORMAT = 2  # bump when a cleaning or merging rule changes what a feed version gives
 ROOT = "snapshots/reviews"
 LATEST = f"{ROOT}/LATEST.json"  # the snapshot of the sources as last configured, and what they were
 

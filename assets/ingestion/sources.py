@@ -6,12 +6,14 @@ The bottom of the ingestion package: cleaning (``assets.ingestion.cleaning``) re
 (``assets.ingestion.merging``) joins the cleaned rows, and the assets (``assets.ingestion.reviews``) store them.
 """
 
+import codecs
 import email.utils
 import hashlib
 import json
 import os
 import re
 import time
+import typing
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -22,8 +24,8 @@ from urllib.parse import urljoin
 
 import extruct
 import httpx
-import ijson
 
+from dagster_project.config import SourceSpec
 from dagster_project.resources.files import atomic_write
 from dagster_project.resources.web import WebResource
 
@@ -150,13 +152,19 @@ def iter_datafeed(feed: dict, origin: str) -> Iterator[Triple]:
         yield from datafeed_element_rows(element, i, origin)
 
 
-def datafeed_element_rows(element: Any, i: int, origin: str) -> Iterator[Triple]:
-    """The rows of one ``dataFeedElement`` entry (shared by the in-memory and the streaming feed readers)."""
+def datafeed_element_rows(element: Any, i: int, origin: str, undecodable: bool = False) -> Iterator[Triple]:
+    """The rows of one ``dataFeedElement`` entry (shared by the in-memory and the streaming feed readers).
+
+    ``undecodable``: the element held bytes that are not UTF-8; each item holding them is quarantined as
+    ``invalid_utf8``, and only those."""
     items = element.get("item") if isinstance(element, dict) else None
     if items is None:
-        yield None, "element_without_items", element
+        yield None, "invalid_utf8" if undecodable and _undecodable(element) else "element_without_items", element
         return
     for j, item in enumerate(items if isinstance(items, list) else [items]):
+        if undecodable and _undecodable(item):
+            yield None, "invalid_utf8", item
+            continue
         try:
             yield claimreview_to_row(item, f"feed:{origin}#{i}.{j}"), "", item
         except ValueError as err:
@@ -199,92 +207,267 @@ def iter_factcheck_api(claims: Any, origin: str) -> Iterator[Triple]:
 # ---- streaming DataFeed -------------------------------------------------------------------------------------
 
 _ELEMENTS = "dataFeedElement"
+# One dataFeedElement at most, in characters and in nesting; a larger or deeper one is quarantined unparsed, so memory
+# follows these caps, not the file. A real element nests 6 deep and takes a few KB (the 10 MB claim of issue 3 fits).
+MAX_RECORD_CHARS = 16 * 1024 * 1024
+MAX_RECORD_DEPTH = 64
+_READ = 1 << 20  # bytes per read of the file
+_NEAR_END = 64  # a parse error this close to the end of what was read may be the cut, not the record
+_WS = re.compile(r"[ \t\n\r]*")
+_OUTSIDE = re.compile(r'[^"\[\]{}]+|[\[{]+|[\]}]+|"')  # a value's tokens outside strings: runs of brackets as one
+_IN_STRING = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*')  # up to a string's closing quote (or an escape cut by the read)
+_SCALAR = re.compile(r"[-+.0-9A-Za-z]+")
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as the surrogateescape decoder holds it
+_FIRST_EVENT = {"[": "start_array", '"': "string", "t": "boolean", "f": "boolean", "n": "null"}
 
 
-class _FeedShape:
-    """What the event watcher saw of the feed's outer structure."""
-
-    def __init__(self) -> None:
-        self.top: str | None = None  # first parse event: "start_map" for a proper feed
-        self.element_list = False  # a top-level dataFeedElement array was found
-        self.elements_seen = 0
+def _json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json reads NaN and Infinity; a feed must not hold them
 
 
-def _watch(events: Iterable[tuple[str, str, Any]], shape: _FeedShape) -> Iterator[tuple[str, str, Any]]:
-    """Pass parse events through, noting the feed's shape; hide a dataFeedElement that is not an array.
+_DECODER = json.JSONDecoder(parse_constant=_json_constant)
 
-    Hiding it matters: ijson's prefix ``dataFeedElement.item`` also matches the key "item" of an object."""
-    hiding = False
-    for prefix, event, value in events:
-        if shape.top is None:
-            shape.top = event
-        if hiding:
-            if prefix == _ELEMENTS and event in ("end_map", "end_array"):
-                hiding = False
+
+class _FeedEnd(Exception):
+    """The feed cannot be read past this point: ``truncated_feed`` or ``malformed_feed_json``."""
+
+    def __init__(self, reason: str, error: str) -> None:
+        super().__init__(error)
+        self.reason, self.error = reason, error
+
+
+def _cut_short(text: str, err: json.JSONDecodeError) -> bool:
+    """Whether a parse error is the end of the text arriving early (a string, literal, number or escape cut)."""
+    rest = text[err.pos:].rstrip(" \t\n\r")
+    return (err.msg.startswith("Unterminated string") or not rest or rest.startswith("\\u")
+            or any(w.startswith(rest) for w in ("true", "false", "null")) or bool(re.fullmatch(r"-?[0-9.eE+-]*", rest)))
+
+
+def _depth(value: Any) -> int:
+    """Nesting of parsed JSON, without recursion: a scalar 0, ``[]`` 1, ``{"a": []}`` 2."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
             continue
-        if prefix == _ELEMENTS and shape.top == "start_map" and event not in ("end_array", "map_key"):
-            if event == "start_array" and not shape.element_list:
-                shape.element_list = True
-            elif event != "start_array":
-                hiding = event == "start_map"  # scalars are a single event; an object spans until its end_map
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
+def _undecodable(value: Any) -> bool:
+    """Whether parsed JSON holds a byte that was not UTF-8 (in a key or a string, at any depth)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if _UNDECODABLE.search(node):
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+class _FeedText:
+    """A binary stream decoded a read at a time, with a cursor: the text before the cursor is let go at each read.
+
+    Bytes that are not UTF-8 are kept as the lone surrogates U+DC80..U+DCFF (``surrogateescape``), which no valid
+    UTF-8 text holds, so the record that holds them can be told and quarantined alone."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.text, self.pos = "", 0
+        self.eof = False
+        self.dirty = False  # a read held bytes that are not UTF-8
+        self._pending = b""  # the start of a UTF-8 sequence that the next read completes
+        self._started = False
+
+    def more(self, at_least: int = _READ) -> bool:
+        """Read on (at least ``at_least`` bytes, at most a record's cap); False at the end of the stream."""
+        if self.eof:
+            return False
+        data = self.stream.read(max(_READ, min(at_least, MAX_RECORD_CHARS)))
+        final = not data
+        data = self._pending + data
+        try:
+            text, used = codecs.utf_8_decode(data, "strict", final)
+        except UnicodeDecodeError:
+            text, used = codecs.utf_8_decode(data, "surrogateescape", final)
+            self.dirty = True
+        self._pending = data[used:]
+        if not self._started:
+            text, self._started = text.removeprefix("\ufeff"), True  # a byte order mark is not content
+        self.text, self.pos = self.text[self.pos:] + text, 0
+        self.eof = final
+        return bool(text) or not final
+
+    def peek(self) -> str:
+        """The next character after whitespace ("" at the end of the stream); the cursor moves to it."""
+        while True:
+            self.pos = _WS.match(self.text, self.pos).end()
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if not self.more():
+                return ""
+
+    def expect(self, char: str, where: str) -> None:
+        found = self.peek()
+        if found != char:
+            self.fail(found, f"expected {char!r} {where}")
+        self.pos += 1
+
+    def fail(self, found: str, what: str) -> None:
+        if found == "":
+            raise _FeedEnd("truncated_feed", f"the feed ends early: {what}")
+        raise _FeedEnd("malformed_feed_json", f"{what}, found {self.text[self.pos:self.pos + 40]!r}")
+
+    def value(self) -> tuple[Any, str]:
+        """The JSON value at the cursor and "" (the cursor moves past it), or None and why it was left unparsed:
+        ``record_too_large``, ``record_too_deep``, ``invalid_utf8`` or ``malformed_record_json``. Raises
+        ``_FeedEnd`` when no value can be framed there."""
+        self.peek()
+        while True:
+            start = self.pos
+            try:
+                value, end = _DECODER.raw_decode(self.text, start)
+            except RecursionError:  # deeper than the interpreter's stack: far over MAX_RECORD_DEPTH
+                return self._skip("record_too_deep")
+            except json.JSONDecodeError as err:
+                cut = err.pos >= len(self.text) - _NEAR_END or err.msg.startswith("Unterminated string")
+                if cut and not self.eof:
+                    if len(self.text) - start > MAX_RECORD_CHARS:
+                        return self._skip("record_too_large")
+                    self.more(len(self.text) - start)  # twice the text held: a long record is parsed a few times
+                    continue
+                if self.eof and _cut_short(self.text, err):
+                    raise _FeedEnd("truncated_feed", f"the feed ends inside a record: {err.msg}") from None
+                bad_byte = self.dirty and _UNDECODABLE.match(self.text, err.pos) is not None
+                return self._skip("invalid_utf8" if bad_byte else "malformed_record_json", err.msg)
+            except ValueError as err:  # NaN, Infinity, an integer of more than 4,300 digits
+                return self._skip("malformed_record_json", str(err))
+            if end >= len(self.text) and not self.eof and not isinstance(value, (dict, list, str)):
+                self.more()  # a number may go on in the next read
                 continue
-        yield prefix, event, value
+            self.pos = end
+            if end - start > MAX_RECORD_CHARS:
+                return None, "record_too_large"
+            if self.text.count("[", start, end) + self.text.count("{", start, end) > MAX_RECORD_DEPTH:
+                if _depth(value) > MAX_RECORD_DEPTH:  # the count bounds the depth; most records stop at it
+                    return None, "record_too_deep"
+            if self.dirty and _UNDECODABLE.search(self.text, start, end):
+                return value, "invalid_utf8"  # the caller finds which items hold the bytes
+            return value, ""
 
-
-def _plain_feed(source: BinaryIO, shape: _FeedShape) -> bool:
-    """Whether the feed is an object whose first ``dataFeedElement`` is an array, read from its head only.
-
-    The stream is rewound afterwards; a stream that cannot seek, or any other shape, takes the watched path."""
-    if not (hasattr(source, "seekable") and source.seekable()):
-        return False
-    start = source.tell()
-    plain = False
-    try:
-        for i, (prefix, event, _) in enumerate(ijson.parse(source)):
-            if i == 0 and event != "start_map":
-                break
-            if prefix == _ELEMENTS:
-                plain = event == "start_array"
-                break
-    except ijson.JSONError:
-        plain = False
-    source.seek(start)
-    if plain:
-        shape.top, shape.element_list = "start_map", True
-    return plain
-
-
-def _json_error_reason(err: Exception) -> str:
-    """yajl and the Python backend both call a cut-off document 'incomplete'; anything else is bad JSON."""
-    text = str(err).lower()
-    return "truncated_feed" if "premature eof" in text or "incomplete" in text else "malformed_feed_json"
+    def _skip(self, reason: str, error: str = "") -> tuple[None, str]:
+        """Move the cursor past the value at it without parsing it (brackets counted outside strings, the text
+        let go as it is read); raises ``_FeedEnd`` when the value cannot be framed."""
+        depth, in_string, i = 0, False, self.pos
+        first = self.text[i] if i < len(self.text) else ""
+        if first not in ("[", "{", '"'):  # a number or a word, which may go on in the next read
+            if _SCALAR.match(self.text, i) is None:
+                self.fail(first, f"a value cannot start here ({error or reason})")
+            while True:
+                m = _SCALAR.match(self.text, self.pos)
+                self.pos = m.end() if m else self.pos
+                if self.pos < len(self.text) or not self.more():
+                    return None, reason
+        while True:
+            text = self.text
+            while i < len(text):
+                if in_string:
+                    i = _IN_STRING.match(text, i).end()
+                    if i >= len(text) or text[i] != '"':
+                        break  # the string goes on in the next read (perhaps after a cut escape)
+                    i, in_string = i + 1, False
+                    if depth == 0:
+                        self.pos = i
+                        return None, reason
+                    continue
+                token = _OUTSIDE.match(text, i).group()
+                if token == '"':
+                    in_string = True
+                elif token[0] in "[{":
+                    depth += len(token)
+                elif token[0] in "]}":
+                    if depth <= len(token):
+                        self.pos = i + depth
+                        return None, reason
+                    depth -= len(token)
+                i += len(token)
+            self.pos = i  # what was scanned is let go: memory stays at one read
+            if not self.more():
+                self.fail("", f"inside a record that was left unread ({reason})")
+            i = self.pos
 
 
 def stream_datafeed(source: str | os.PathLike | BinaryIO, origin: str) -> Iterator[Triple]:
     """Yield the rows of a DataFeed file one ``dataFeedElement`` at a time (memory does not grow with the file).
 
-    A file cut mid-JSON yields every element before the cut, then one ``truncated_feed`` record. Numbers come
-    as floats (not Decimal) so that epoch dates parse as they do from ``json.load``."""
+    Each element is parsed alone (Python's C decoder), within ``MAX_RECORD_CHARS`` and ``MAX_RECORD_DEPTH``: an
+    element over a cap, one that does not parse, and each item holding bytes that are not UTF-8 are quarantined
+    alone (``record_too_large``, ``record_too_deep``, ``malformed_record_json``, ``invalid_utf8``), and the
+    elements after them are read. A file cut mid-JSON yields every element before the cut, then one
+    ``truncated_feed`` record; broken structure between elements ends the feed with ``malformed_feed_json``."""
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as fh:
             yield from stream_datafeed(fh, origin)
         return
-    shape = _FeedShape()
-    if _plain_feed(source, shape):  # the usual shape: ijson's C backend builds the elements without Python events
-        elements = ijson.items(source, f"{_ELEMENTS}.item", use_float=True)
-    else:
-        elements = ijson.items(_watch(ijson.parse(source, use_float=True), shape), f"{_ELEMENTS}.item")
+    feed = _FeedText(source)
+    read = 0  # elements read so far
+    found_list = False
     try:
-        for element in elements:
-            i = shape.elements_seen
-            shape.elements_seen += 1
-            yield from datafeed_element_rows(element, i, origin)
-    except ijson.JSONError as err:
-        detail = {"origin": origin, "elements_read": shape.elements_seen, "error": " ".join(str(err).split())[:300]}
-        yield None, _json_error_reason(err), detail
+        first = feed.peek()
+        if first != "{":
+            if first in _FIRST_EVENT or first == "-" or first.isdigit():
+                event = _FIRST_EVENT.get(first, "number")
+                yield None, "feed_without_dataFeedElement", {"origin": origin, "first_event": event}
+                return
+            feed.fail(first, "a DataFeed is a JSON object")
+        feed.pos += 1
+        if feed.peek() == "}":
+            feed.pos += 1
+        else:
+            while True:
+                if feed.peek() != '"':
+                    feed.fail(feed.peek(), "expected a key of the DataFeed")
+                key, problem = feed.value()
+                feed.expect(":", f"after the key {key!r}")
+                if key == _ELEMENTS and feed.peek() == "[":
+                    found_list = True
+                    feed.pos += 1
+                    after = feed.peek()
+                    while after != "]":
+                        element, problem = feed.value()
+                        i, read = read, read + 1
+                        if problem and element is None:
+                            yield None, problem, {"origin": origin, "element": i}
+                        else:  # invalid_utf8 with the element parsed: only its items that hold the bytes go
+                            yield from datafeed_element_rows(element, i, origin, undecodable=bool(problem))
+                        after = feed.peek()
+                        if after not in (",", "]"):
+                            feed.fail(after, f"expected ',' or ']' after element {i}")
+                        if after == ",":
+                            feed.pos += 1
+                    feed.pos += 1
+                else:
+                    feed.value()  # another member (an odd dataFeedElement too): read past, within the caps
+                after = feed.peek()
+                if after not in (",", "}"):
+                    feed.fail(after, "expected ',' or '}' between the DataFeed's members")
+                feed.pos += 1
+                if after == "}":
+                    break
+        if feed.peek() != "":
+            feed.fail(feed.peek(), "expected the end of the file after the DataFeed")
+    except _FeedEnd as end:
+        yield None, end.reason, {"origin": origin, "elements_read": read, "error": end.error[:300]}
         return
-    if not shape.element_list:
-        yield None, "feed_without_dataFeedElement", {"origin": origin, "first_event": shape.top}
+    if not found_list:
+        yield None, "feed_without_dataFeedElement", {"origin": origin, "first_event": "start_map"}
 
 
 def iter_datafeed_any(payload: Any, origin: str) -> Iterator[Triple]:
@@ -741,9 +924,21 @@ def iter_page_markup(pages: list[PageMarkup], origin: str) -> Iterator[Triple]:
                 yield None, str(err), review
 
 
+def claims_search_dump(body: bytes, path: str) -> Any:
+    """A ``claims:search`` answer kept as a file, parsed whole. A byte that is not UTF-8 stays in its claim as a
+    lone surrogate, so that cleaning quarantines that review alone (``invalid_unicode``); a file JSON cannot read
+    is an error that names it."""
+    try:
+        return json.loads(body.decode("utf-8", "surrogateescape").removeprefix("\ufeff"))
+    except (ValueError, RecursionError) as err:
+        what = "nested too deep" if isinstance(err, RecursionError) else " ".join(str(err).split())[:200]
+        raise ValueError(f"{path}: not a claims:search answer JSON can read ({what}): fix the file, or remove it "
+                         "from sources") from None
+
+
 # ---- the configured sources --------------------------------------------------------------------------------------
 
-SOURCE_KINDS = ("datafeed", "factcheck_api", "factcheck_api_live", "page_markup")
+SOURCE_KINDS = typing.get_args(SourceSpec.model_fields["kind"].annotation)  # the kinds the config accepts
 
 
 def load_sources(specs: list[Any], web: WebResource | None, state_dir: str | os.PathLike) -> tuple[list[tuple[str, str, Any]], dict[str, str]]:
@@ -772,11 +967,11 @@ def load_sources(specs: list[Any], web: WebResource | None, state_dir: str | os.
                 result = web.fetch(path)
                 if not result.ok:
                     raise RuntimeError(f"could not fetch source {path}: {result.error or result.status}")
-                payload = json.loads(result.content)
+                body = result.content
             else:
                 with open(path, "rb") as fh:
-                    payload = json.load(fh)
-            payloads.append(("factcheck_api", origin, payload))
+                    body = fh.read()
+            payloads.append(("factcheck_api", origin, claims_search_dump(body, path)))
             status[origin] = "local" if not remote else "fetched"
         elif kind == "factcheck_api_live":
             key = os.environ.get(spec.api_key_env, "")

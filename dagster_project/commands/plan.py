@@ -379,13 +379,13 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 
 def run(args) -> int:
     from dagster_project.config import PipelineResource, load_config
-    from dagster_project.partitions import to_label
+    from dagster_project.quarters import partition_label
     from dagster_project.resources.llm import LLMResource
     from dagster_project.resources.store import StoreResource
 
     try:
         config = load_config(getattr(args, "config", None))
-        quarter = to_label(args.quarter)
+        quarter = partition_label(args.quarter)
         llm = LLMResource(**config["llm"])
         llm.set_quarter(quarter)
         plan = build_plan(llm, PipelineResource(**config["stages"]), StoreResource(**config["store"]), quarter)
