@@ -99,10 +99,11 @@ def test_export_hf_never_overwrites_a_file_it_did_not_write(tmp_path):
     assert (out / "README.md").read_text() == "someone else's" and not (out / "2025Q3").exists()
 
 
-@pytest.mark.parametrize("pointer", ["../../../elsewhere", "/tmp", "..", "", "v1/../../2025Q4/v1", "link"])
+@pytest.mark.parametrize("pointer", ["../../../elsewhere", "ABSOLUTE", "..", "", "v1/../../2025Q4/v1", "link"])
 def test_export_follows_latest_only_inside_the_store(store_config, tmp_path, capsys, pointer):
     config, root = store_config
     elsewhere = write_release(root.parent / "elsewhere")
+    pointer = str(elsewhere) if pointer == "ABSOLUTE" else pointer
     (root / "releases/2025Q3/link").symlink_to(elsewhere, target_is_directory=True)
     (root / "releases/2025Q3/LATEST").write_text(pointer)
     out = tmp_path / "out"
