@@ -518,11 +518,11 @@ def _records(text: str, path: Path) -> tuple[list, str, dict]:
                      f"JSON Lines or {{\"predictions\": [...]}} of {RECORD_FIELDS}")
 
 
-def read_predictions(path: Path, quarter: str = "", system: str = "",
-                     max_bytes: int = MAX_PREDICTION_BYTES) -> list[Located]:
-    """Every prediction of a file with where it was read, parsed strictly: an empty file, no record, a record that
-    is not a prediction, or two records for one claim is a ValueError that names the file, the line or record
-    and the field (the first few of them, and how many more)."""
+def parse_predictions(path: Path, quarter: str = "", system: str = "",
+                      max_bytes: int = MAX_PREDICTION_BYTES) -> tuple[list[Located], list[str]]:
+    """Every record of a predictions file, read strictly: the predictions with where each was read, and one error
+    per record that is not a prediction or repeats a claim (where, field, what to do); every record is one or the
+    other. A file that cannot be read as records at all (empty, not JSON, too big, too deep) is a ValueError."""
     path = Path(path)
     records, unit, wrapper = _records(read_text(path, max_bytes, "a predictions file"), path)
     if not records:
@@ -537,6 +537,9 @@ def read_predictions(path: Path, quarter: str = "", system: str = "",
         except ValueError as err:  # pydantic's ValidationError is one too
             errors.append(f"{where}: {str(err).splitlines()[0]}")
             continue
+        except RecursionError:
+            errors.append(f"{where}: nested too deeply to be a prediction")
+            continue
         key = (p.quarter, p.system, p.claim_id)
         if key in first_at:
             errors.append(f"{where}: field claim_id: {p.claim_id} is predicted twice ({first_at[key]} too); "
@@ -544,6 +547,14 @@ def read_predictions(path: Path, quarter: str = "", system: str = "",
             continue
         first_at[key] = where
         out.append(Located(where, p))
+    return out, errors
+
+
+def read_predictions(path: Path, quarter: str = "", system: str = "",
+                     max_bytes: int = MAX_PREDICTION_BYTES) -> list[Located]:
+    """``parse_predictions``, where any bad record is a ValueError that names the file, the line or record and the
+    field (the first few of them, and how many more)."""
+    out, errors = parse_predictions(path, quarter, system, max_bytes)
     if errors:
         more = f" (and {len(errors) - MAX_ERRORS_SHOWN} more)" if len(errors) > MAX_ERRORS_SHOWN else ""
         raise ValueError(f"{path}: " + "; ".join(errors[:MAX_ERRORS_SHOWN]) + more)
