@@ -72,8 +72,12 @@ def read_text(path: Path, max_bytes: int, what: str) -> str:
     if size > max_bytes:
         raise ValueError(f"{path} is {size / MiB:.1f} MiB, over the {max_bytes / MiB:.0f} MiB cap for {what}: "
                          "split it (one file per quarter) or check that it is the right file")
-    with path.open("rb") as fh:
-        data = fh.read(max_bytes + 1)  # a file that grew since stat() is still read only up to the cap
+    chunks, total = [], 0
+    with path.open("rb") as fh:  # in chunks, so memory follows the file, not the cap; one that grew stops at the cap
+        while total <= max_bytes and (chunk := fh.read(min(MiB, max_bytes + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+    data = b"".join(chunks)
     if len(data) > max_bytes:
         raise ValueError(f"{path} grew past the {max_bytes / MiB:.0f} MiB cap for {what} while it was read")
     try:
