@@ -411,6 +411,8 @@ def skipper_and_full(tmp_path: Path, skipper_body: str | None = None) -> tuple[S
     for name in ("skipper", "full"):
         write_system(systems, name, kind="predictions", knowledge_cutoff="unknown",
                      predictions={"2025Q3": str(tmp_path / f"{name}.json")})
+    write_system(systems, "silent", kind="predictions", knowledge_cutoff="unknown",  # nothing for 2025Q3
+                 predictions={"2025Q4": str(tmp_path / "none.json")})
     if skipper_body is not None:
         (tmp_path / "broken.json").write_text(skipper_body)
         write_system(systems, "broken", kind="predictions", knowledge_cutoff="unknown",
@@ -423,7 +425,8 @@ def test_skipping_claims_never_ranks_first(tmp_path):
     board = compute_board(collect(store, load_systems(systems), ["2025Q3"]), resamples=50)
     ranked = {s["name"]: s for s in board["systems"]}
     # skipper: 0 on claim 1, then each missing claim scored 0 against gold +-1: (0 + 1 + 1 + 1) / 4
-    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("full", 1), ("skipper", 2)]
+    # silent answered nothing of the window: no submission, unranked (not ranked on zeros)
+    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("full", 1), ("skipper", 2), ("silent", None)]
     assert abs(ranked["full"]["windows"]["all"]["mse"] - 0.01) < TOL
     skipper = ranked["skipper"]["windows"]["all"]
     assert (skipper["n"], skipper["answered"], skipper["coverage"], skipper["mse"]) == (4, 1, 0.25, 0.75)
@@ -432,8 +435,8 @@ def test_skipping_claims_never_ranks_first(tmp_path):
     # the table, the text and the page mark it
     table = board_table(board).filter((pl.col("scope") == "window") & (pl.col("window") == "all")
                                       & (pl.col("axis") == "integrity"))
-    assert dict(zip(table["system"], table["partial"])) == {"full": False, "skipper": True}
-    assert dict(zip(table["system"], table["coverage"])) == {"full": 1.0, "skipper": 0.25}
+    assert dict(zip(table["system"], table["partial"])) == {"full": False, "skipper": True, "silent": False}
+    assert dict(zip(table["system"], table["coverage"])) == {"full": 1.0, "skipper": 0.25, "silent": 0.0}
     text = text_ranking(board)
     assert "0.250*" in text.splitlines()[3] and "* partial submission" in text
     doc = lxml.html.fromstring(render_page(board))
@@ -454,7 +457,8 @@ def test_one_bad_submission_is_reported_and_the_others_ranked(tmp_path, body, re
     assert result.success
     meta = result.asset_materializations_for_node("leaderboard")[0].metadata
     board = json.loads((store.base / "reports/leaderboard/leaderboard.json").read_text())["board"]
-    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("full", 1), ("skipper", 2), ("broken", None)]
+    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("full", 1), ("skipper", 2), ("broken", None),
+                                                                  ("silent", None)]
     (rejected,) = board["rejected"]
     assert rejected["system"] == "broken" and rejected["file"] == str(tmp_path / "broken.json")
     assert rejected["reason"].startswith(f"{tmp_path / 'broken.json'}: ") and reason in rejected["reason"]

@@ -357,8 +357,9 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
     for entry in entries:  # a rejected file in the window leaves the system unranked, not ranked on zeros
         w = entry["windows"][rank_window]
         entry["rejected_in_window"] = sorted({r["quarter"] for r in entry["rejected"]} & set(w["quarters"]))
-        entry["partial"] = w["coverage"] is not None and w["coverage"] < 1 and not entry["rejected_in_window"]
-    unranked = lambda x: x["windows"][rank_window]["mse"] is None or bool(x["rejected_in_window"])  # noqa: E731
+        entry["partial"] = 0 < w["answered"] < w["n"] and not entry["rejected_in_window"]
+    # ranked: answered at least one claim of the window (no prediction at all is no submission) and no file rejected
+    unranked = lambda x: not x["windows"][rank_window]["answered"] or bool(x["rejected_in_window"])  # noqa: E731
     order = sorted(entries, key=lambda x: (unranked(x), x["windows"][rank_window]["mse"] or 0.0, x["name"]))
     rank = 0
     for entry in order:
@@ -379,7 +380,7 @@ def _row(entry: dict, scope: str, window: str, quarter: str, axis: str, group: s
     return {"system": entry["name"], "kind": entry["kind"], "knowledge_cutoff": entry["knowledge_cutoff"],
             "rank": entry["rank"], "scope": scope, "window": window, "quarter": quarter, "axis": axis, "group": group,
             "n": m["n"], "answered": m.get("answered"), "coverage": m.get("coverage"),
-            "partial": m.get("coverage") is not None and m["coverage"] < 1, **{k: m[k] for k in METRICS},
+            "partial": bool(m.get("coverage")) and m["coverage"] < 1, **{k: m[k] for k in METRICS},
             **{f"{k}_{side}": (ci[k][i] if ci.get(k) else None) for k in METRICS for i, side in enumerate(("lo", "hi"))},
             "claims": extra.get("claims"), "flagged_share": extra.get("flagged_share"),
             "recurring_left_out": extra.get("recurring_left_out")}
@@ -388,7 +389,8 @@ def _row(entry: dict, scope: str, window: str, quarter: str, axis: str, group: s
 TABLE_SCHEMA = {
     "system": pl.Utf8, "kind": pl.Utf8, "knowledge_cutoff": pl.Utf8, "rank": pl.Int64, "scope": pl.Utf8,
     "window": pl.Utf8, "quarter": pl.Utf8, "axis": pl.Utf8, "group": pl.Utf8, "n": pl.Int64,
-    "answered": pl.Int64, "coverage": pl.Float64, "partial": pl.Boolean, **{k: pl.Float64 for k in METRICS}, **{f"{k}_{side}": pl.Float64 for k in METRICS for side in ("lo", "hi")},
+    "answered": pl.Int64, "coverage": pl.Float64, "partial": pl.Boolean, **{k: pl.Float64 for k in METRICS},
+    **{f"{k}_{side}": pl.Float64 for k in METRICS for side in ("lo", "hi")},
     "claims": pl.Int64, "flagged_share": pl.Float64, "recurring_left_out": pl.Int64,
 }
 

@@ -64,7 +64,7 @@ def page_data(board: dict) -> dict:
 
 def fmt_coverage(coverage) -> str:
     """The answered share; a partial submission says so in words, not in colour alone."""
-    return fmt(coverage, 3) + (" partial" if coverage is not None and coverage < 1 else "")
+    return fmt(coverage, 3) + (" partial" if coverage and coverage < 1 else "")
 
 
 def _cells(s: dict, rank_window: str) -> dict:
@@ -211,7 +211,7 @@ SCRIPT = r"""
               ci: ci ? "[" + fx(ci[0]) + ", " + fx(ci[1]) + "]" : "-", mae: m.mae, acc3: m.acc3, acc7: m.acc7,
               flagged: m.flagged, clean: clean.mse, before: before.mse, rank: null};
     });
-    rows.filter(function (r) { return r.mse !== null && !r.rejected; })
+    rows.filter(function (r) { return r.mse !== null && r.coverage > 0 && !r.rejected; })
         .sort(function (a, b) { return a.mse - b.mse || (a.name < b.name ? -1 : 1); })
         .forEach(function (r, i) { r.rank = i + 1; });
     rows.sort(function (a, b) {
@@ -225,13 +225,13 @@ SCRIPT = r"""
     rows.forEach(function (r) {
       var tr = document.createElement("tr");
       tr.setAttribute("data-system", r.name);
-      tr.className = [r.rank === null ? "unranked" : "", r.coverage !== null && r.coverage < 1 ? "partial" : ""]
+      tr.className = [r.rank === null ? "unranked" : "", r.coverage > 0 && r.coverage < 1 ? "partial" : ""]
         .join(" ").trim();
       COLS.forEach(function (k) {
         var td = document.createElement("td"), v = r[k];
         td.setAttribute("data-field", k);
         if (k === "name" || k === "kind" || k === "cutoff") td.className = "l";
-        td.textContent = k === "coverage" ? (v === null ? "-" : fx(v, 3) + (v < 1 ? " partial" : ""))
+        td.textContent = k === "coverage" ? (v === null ? "-" : fx(v, 3) + (v > 0 && v < 1 ? " partial" : ""))
                        : typeof v === "number" && ["rank", "quarters", "n"].indexOf(k) < 0 ? fx(v, k === "flagged" ? 3 : 4)
                        : (v === null ? "-" : String(v));
         tr.appendChild(td);
