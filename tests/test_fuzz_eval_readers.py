@@ -22,7 +22,8 @@ scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(al
            | st.text(max_size=8) | st.sampled_from(["1", "１", "٣", "1.9", "2025Q3", "2025Q9", "", "-1", "0.5"]))
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
                            | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
-scores = st.none() | st.floats(-1.5, 1.5) | st.integers(-2, 2) | st.booleans() | st.builds(lambda x: {"score": x}, scalars)
+scores = (st.none() | st.floats(-1.5, 1.5) | st.integers(-2, 2) | st.booleans()
+          | st.builds(lambda x: {"score": x}, scalars))
 ids = st.integers(-1, 6) | scalars
 media = st.none() | scalars | st.lists(st.fixed_dictionaries({}, optional={"id": ids, "authenticity": scores,
                                                                             "contextualization": scores}), max_size=3)

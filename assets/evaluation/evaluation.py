@@ -438,7 +438,8 @@ def _score(value, field: str):
 
 def _quarter(value, field: str = "quarter") -> str:
     if not isinstance(value, str) or not value.isascii():
-        raise ValueError(f"field {field}: {json.dumps(value, ensure_ascii=False)[:40]} is not a quarter; give e.g. 2025Q4")
+        shown = json.dumps(value, ensure_ascii=False)[:40]
+        raise ValueError(f"field {field}: {shown} is not a quarter; give e.g. 2025Q4")
     try:
         return to_label(value)
     except ValueError:
@@ -449,7 +450,8 @@ def prediction_from_json(raw: dict, quarter: str, system: str) -> Prediction:
     """An outside system's prediction: ``claim_id`` (or ``id``) and scores, as numbers or ``{"score": x}``, read
     strictly: a ValueError names the field and the value that is wrong."""
     if not isinstance(raw, dict):
-        raise ValueError(f"expected an object {RECORD_FIELDS}, got {json.dumps(raw)[:40] if raw is not None else 'null'}")
+        shown = json.dumps(raw)[:40] if raw is not None else "null"
+        raise ValueError(f"expected an object {RECORD_FIELDS}, got {shown}")
     key = "claim_id" if "claim_id" in raw else "id" if "id" in raw else None
     if key is None:
         raise ValueError("field claim_id: missing; every prediction names the release claim it scores (claim_id or id)")
@@ -463,7 +465,8 @@ def prediction_from_json(raw: dict, quarter: str, system: str) -> Prediction:
             raise ValueError(f"field media[{i}]: expected an object {{id, authenticity, contextualization}}")
         predicted_media.append({"id": _integer(m["id"], f"media[{i}].id"),
                                 "authenticity": _score(m.get("authenticity"), f"media[{i}].authenticity"),
-                                "contextualization": _score(m.get("contextualization"), f"media[{i}].contextualization")})
+                                "contextualization": _score(m.get("contextualization"),
+                                                            f"media[{i}].contextualization")})
     if raw.get("quarter") is None and not quarter:
         raise ValueError("field quarter: missing, and the release gives none (several quarters); "
                          "give each record a quarter, or pass --quarter")

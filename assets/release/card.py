@@ -304,7 +304,8 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
     config has one split per quarter (``datasets.load_dataset(str(out))``)."""
     if not releases:
         raise ValueError("no release to export")
-    clashes = [str(p) for p in [*(out / q for q in sorted(releases)), out / "README.md"] if p.exists() or p.is_symlink()]
+    targets = [*(out / q for q in sorted(releases)), out / "README.md"]
+    clashes = [str(p) for p in targets if p.exists() or p.is_symlink()]
     if clashes:  # checked before anything is written: it never overwrites what it did not write
         raise ValueError(f"{out}: {', '.join(clashes)} exist already; the export does not overwrite them: "
                          "move them away or export to a new folder")

@@ -23,7 +23,8 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     p.add_argument("--cutoff", default=None,
                    help="the model's knowledge cut-off, a quarter (2024Q4) or a date (default: knowledge_cutoff in the config)")
     p.add_argument("--max-mb", type=float, default=64,
-                   help="refuse a predictions file larger than this many MiB (default 64; parsing takes ~40x the bytes)")
+                   help="refuse a predictions file larger than this many MiB (default 64; parsing takes about 40 "
+                        "times the bytes)")
     p.add_argument("--contamination", metavar="REPORT",
                    help="a contamination.json (evaluation with contamination_check): also report the "
                         "contamination-controlled subset (claims flagged for no model)")
