@@ -271,3 +271,12 @@ def test_a_release_pointer_loop_is_an_error_not_a_recursion(tmp_path):
     (quarter / "LATEST").write_text(".")
     rc, out, err = evaluate(tmp_path, lines({"id": 1, "integrity": 0.5}), release=quarter)
     assert rc == 2 and "LATEST names '.'" in err
+
+
+def test_the_pipeline_reads_a_short_release_of_no_claims_but_evaluate_refuses_it(tmp_path):
+    from assets.evaluation.predictions import load_release
+
+    release = write_release(tmp_path / "release", claims=[])
+    assert load_release(release, allow_empty=True) == []  # the assets: a short release may hold none
+    with pytest.raises(ValueError, match="the release holds no claims"):
+        load_release(release)

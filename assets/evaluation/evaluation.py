@@ -616,9 +616,10 @@ def evaluation(
     # The longitudinal view needs every quarter this store has predicted, not only this partition.
     folders = {quarter: Path(folder)} | {q: store.latest_release(q) for q in store.release_quarters()
                                          if q != quarter and store.has_table("predictions", q)}
-    data_by_quarter: dict[str, tuple[list, list]] = {q: (load_release(f), predictions if q == quarter else
-                                                         from_frame(store.read_table("predictions", q), Prediction))
-                                                     for q, f in folders.items()}
+    data_by_quarter: dict[str, tuple[list, list]] = {
+        q: (load_release(f, allow_empty=True),  # a short release may hold none
+            predictions if q == quarter else from_frame(store.read_table("predictions", q), Prediction))
+        for q, f in folders.items()}
     recurring = {q: set(recurring_ids(f)) for q, f in folders.items()}  # left out of the after-cut-off figures
     reports = {}
     for s in systems:

@@ -106,16 +106,17 @@ def _field_path(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "(the claim)"
 
 
-def load_release(folder: Path, max_bytes: int = MAX_RELEASE_BYTES) -> list[ReleaseClaim]:
-    """A release's claims from ``claims.json``, checked: an object with a non-empty ``claims`` list of valid claims
-    with unique ids. A damaged or tampered release is a ValueError naming the file, the claim and the field."""
+def load_release(folder: Path, max_bytes: int = MAX_RELEASE_BYTES, allow_empty: bool = False) -> list[ReleaseClaim]:
+    """A release's claims from ``claims.json``, checked: an object with a ``claims`` list of valid claims with unique
+    ids, not empty unless ``allow_empty`` (the pipeline's own assets: a short release may hold none). A damaged or
+    tampered release is a ValueError naming the file, the claim and the field."""
     path = Path(folder) / "claims.json"
     payload = read_json(path, max_bytes, "a release's claims.json")
     raw = payload.get("claims") if isinstance(payload, dict) else None
     if not isinstance(raw, list):
         raise ValueError(f"{path}: not a release's claims file: expected {{\"claims\": [...]}}; "
                          "restore the release (veritas export) or rebuild it (veritas run)")
-    if not raw:
+    if not raw and not allow_empty:
         raise ValueError(f"{path}: the release holds no claims (\"claims\": []): nothing can be scored against it; "
                          "restore the release or rebuild it")
     claims, first_of = [], {}
@@ -221,7 +222,7 @@ def predictions(
     if pipeline.verifier_mode not in ("closed_book", "retrieval"):
         raise dg.Failure(f"verifier mode {pipeline.verifier_mode!r} is unknown; use closed_book or retrieval")
     member = pipeline.verifier_member or llm.member_names()[0]
-    claims = load_release(folder)
+    claims = load_release(folder, allow_empty=True)
     stats = StageYield(len(claims))
     media_store = MediaStore(str(folder))
     verifier = None
