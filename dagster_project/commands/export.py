@@ -80,7 +80,8 @@ def check_out(out: Path, root: Path, force: bool) -> None:
     if target.is_dir() and not force:
         entries = sorted(p.name for p in target.iterdir())
         if entries:
-            raise ValueError(f"--out {out} is not empty ({len(entries)} entries, e.g. {entries[0]!r}): choose a new "
+            count = f"{len(entries)} {'entry' if len(entries) == 1 else 'entries'}"
+            raise ValueError(f"--out {out} is not empty ({count}, e.g. {entries[0]!r}): choose a new "
                              "or empty folder, or add --force to write into it (nothing is deleted: what the export "
                              "replaces is kept beside it as NAME.replaced-<time>)")
 
