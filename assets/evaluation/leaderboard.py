@@ -32,6 +32,7 @@ from assets.evaluation.evaluation import (
     hit3,
     hit7,
     metrics,
+    modality,
     quarter_number,
     read_predictions,
 )
@@ -227,8 +228,6 @@ def collect(store: StoreResource, systems: list[System], quarters: list[str]) ->
 def integrity_rows(system: str, quarter: str, gold: list, predictions: list[Prediction]) -> list[dict]:
     """One row per gold claim of the quarter: its gold integrity and the predicted one, None where the system gave
     none (no prediction, or one without an integrity score). The board scores None as 0, the "don't know" score."""
-    from assets.evaluation.evaluation import modality
-
     by_id = {p.claim_id: p.integrity for p in predictions}
     return [{"system": system, "quarter": quarter, "claim_id": c.id, "modality": modality(c),
              "language": c.language or "unknown", "gold": c.integrity.score, "pred": by_id.get(c.id)} for c in gold]
