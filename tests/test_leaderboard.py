@@ -437,6 +437,8 @@ def test_skipping_claims_never_ranks_first(tmp_path):
                                       & (pl.col("axis") == "integrity"))
     assert dict(zip(table["system"], table["partial"])) == {"full": False, "skipper": True, "silent": False}
     assert dict(zip(table["system"], table["coverage"])) == {"full": 1.0, "skipper": 0.25, "silent": 0.0}
+    silent = ranked["silent"]["windows"]["all"]  # no submission: unscored, never a row of zeros
+    assert (silent["n"], silent["mse"], silent["answered"], silent["coverage"]) == (0, None, 0, 0.0)
     text = text_ranking(board)
     assert "0.250*" in text.splitlines()[3] and "* partial submission" in text
     doc = lxml.html.fromstring(render_page(board))

@@ -274,9 +274,11 @@ def scored(rows: list[dict]) -> list[dict]:
 
 
 def block(rows: list[dict]) -> dict:
-    """``metrics`` over every claim (missing as 0), with how many were answered and the coverage."""
+    """``metrics`` over every claim (missing as 0), with how many were answered and the coverage; where none was
+    answered there is no submission to score, and the metrics stay empty (n 0), never filled in with zeros."""
     answered = sum(r["answered"] for r in rows)
-    return {**metrics(rows), "answered": answered, "coverage": answered / len(rows) if rows else None}
+    return {**metrics(rows if answered else []), "answered": answered,
+            "coverage": answered / len(rows) if rows else None}
 
 
 def _sums(rows: list[dict]) -> dict:

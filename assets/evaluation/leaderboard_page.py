@@ -185,7 +185,9 @@ SCRIPT = r"""
       n += x.n; se += x.se; ae += x.ae; h3 += x.hit3; h7 += x.hit7; an += x.answered === undefined ? x.n : x.answered;
       if (x.contamination) { fl += x.contamination.flagged; sc += x.contamination.scored; }
     });
-    return {n: n, quarters: qs.length, coverage: n ? an / n : null, mse: n ? se / n : null, mae: n ? ae / n : null, acc3: n ? h3 / n : null,
+    var claims = n;
+    if (!an) n = 0;  // nothing answered: no submission to score, never a row of zeros
+    return {n: n, quarters: qs.length, coverage: claims ? an / claims : null, mse: n ? se / n : null, mae: n ? ae / n : null, acc3: n ? h3 / n : null,
             acc7: n ? h7 / n : null, flagged: sc ? fl / sc : null};
   }
   function readHash() {
