@@ -396,6 +396,80 @@ def test_clean_window_leaves_out_recurring_claims(tmp_path):
     assert text_ranking(board).splitlines()[2].split()[-1] == "1"
 
 
+# ------------------------------------------------------------------ partial and bad submissions (issue 35)
+
+
+def skipper_and_full(tmp_path: Path, skipper_body: str | None = None) -> tuple[StoreResource, Path]:
+    """One quarter of 4 claims (gold -1, 1, -1, 1): "skipper" predicts claim 1 only, exactly; "full" predicts
+    every claim 0.1 off (MSE 0.01); "broken" (optional) has a file with ``skipper_body``."""
+    store = StoreResource(root=str(tmp_path / "data"))
+    gold = [(1, -1.0), (2, 1.0), (3, -1.0), (4, 1.0)]
+    write_release(store, "2025Q3", [claim(c, f"claim {c}", "2025-08-01", f"https://x.org/{c}", x) for c, x in gold], {})
+    (tmp_path / "skipper.json").write_text(json.dumps([{"claim_id": 1, "integrity": -1.0}]))
+    (tmp_path / "full.json").write_text(json.dumps([{"claim_id": c, "integrity": x * 0.9} for c, x in gold]))
+    systems = tmp_path / "systems"
+    for name in ("skipper", "full"):
+        write_system(systems, name, kind="predictions", knowledge_cutoff="unknown",
+                     predictions={"2025Q3": str(tmp_path / f"{name}.json")})
+    write_system(systems, "silent", kind="predictions", knowledge_cutoff="unknown",  # nothing for 2025Q3
+                 predictions={"2025Q4": str(tmp_path / "none.json")})
+    if skipper_body is not None:
+        (tmp_path / "broken.json").write_text(skipper_body)
+        write_system(systems, "broken", kind="predictions", knowledge_cutoff="unknown",
+                     predictions={"2025Q3": str(tmp_path / "broken.json")})
+    return store, systems
+
+
+def test_skipping_claims_never_ranks_first(tmp_path):
+    store, systems = skipper_and_full(tmp_path)
+    board = compute_board(collect(store, load_systems(systems), ["2025Q3"]), resamples=50)
+    ranked = {s["name"]: s for s in board["systems"]}
+    # skipper: 0 on claim 1, then each missing claim scored 0 against gold +-1: (0 + 1 + 1 + 1) / 4
+    # silent answered nothing of the window: no submission, unranked (not ranked on zeros)
+    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("full", 1), ("skipper", 2), ("silent", None)]
+    assert abs(ranked["full"]["windows"]["all"]["mse"] - 0.01) < TOL
+    skipper = ranked["skipper"]["windows"]["all"]
+    assert (skipper["n"], skipper["answered"], skipper["coverage"], skipper["mse"]) == (4, 1, 0.25, 0.75)
+    assert ranked["skipper"]["partial"] and not ranked["full"]["partial"]
+    assert ranked["skipper"]["quarters"]["2025Q3"]["coverage"] == 0.25
+    # the table, the text and the page mark it
+    table = board_table(board).filter((pl.col("scope") == "window") & (pl.col("window") == "all")
+                                      & (pl.col("axis") == "integrity"))
+    assert dict(zip(table["system"], table["partial"])) == {"full": False, "skipper": True, "silent": False}
+    assert dict(zip(table["system"], table["coverage"])) == {"full": 1.0, "skipper": 0.25, "silent": 0.0}
+    silent = ranked["silent"]["windows"]["all"]  # no submission: unscored, never a row of zeros
+    assert (silent["n"], silent["mse"], silent["answered"], silent["coverage"]) == (0, None, 0, 0.0)
+    text = text_ranking(board)
+    assert "0.250*" in text.splitlines()[3] and "* partial submission" in text
+    doc = lxml.html.fromstring(render_page(board))
+    row = doc.xpath("//table[@id='board']/tbody/tr[@data-system='skipper']")[0]
+    assert "partial" in row.get("class") and row.xpath("td[@data-field='coverage']")[0].text == "0.250 partial"
+    assert doc.xpath("//table[@id='board']/tbody/tr[@data-system='full']/td[@data-field='coverage']")[0].text == "1.000"
+
+
+@pytest.mark.parametrize("body, reason", [
+    ('[{"claim_id": 1, "integrity": -1.0}, null]', "record 2: expected an object"),
+    ('[{"claim_id": 1, "integrity": -1.0, "media": "abc"}]', 'record 1: field media: "abc" is not a list'),
+    ('[{"claim_id": 9, "integrity": -1.0}]', "record 1: field claim_id: 9 is not a claim of the 2025Q3 release"),
+    ("", "is empty"),
+])
+def test_one_bad_submission_is_reported_and_the_others_ranked(tmp_path, body, reason):
+    store, systems = skipper_and_full(tmp_path, body)
+    result = dg.materialize([leaderboard], resources={"store": store, "pipeline": PipelineResource(systems_dir=str(systems))})
+    assert result.success
+    meta = result.asset_materializations_for_node("leaderboard")[0].metadata
+    board = json.loads((store.base / "reports/leaderboard/leaderboard.json").read_text())["board"]
+    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("full", 1), ("skipper", 2), ("broken", None),
+                                                                  ("silent", None)]
+    (rejected,) = board["rejected"]
+    assert rejected["system"] == "broken" and rejected["file"] == str(tmp_path / "broken.json")
+    assert rejected["reason"].startswith(f"{tmp_path / 'broken.json'}: ") and reason in rejected["reason"]
+    assert reason in meta["rejected"].value and meta["partial"].value == "skipper"
+    assert f"rejected: broken 2025Q3: {tmp_path / 'broken.json'}" in text_ranking(board)
+    doc = lxml.html.fromstring((store.base / "reports/leaderboard/leaderboard.html").read_text())
+    assert reason in doc.get_element_by_id("rejected").text_content()
+
+
 @pytest.fixture(scope="module")
 def page(board_env, tmp_path_factory):
     out = tmp_path_factory.mktemp("page") / "leaderboard.html"

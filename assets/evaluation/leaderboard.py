@@ -1,5 +1,10 @@
 """The leaderboard: every registered system on every released quarter, side by side, ranked on a window of quarters.
 
+Every system is scored on every claim of the window: a claim it left without a prediction counts as 0 (the "don't
+know" score), so skipping the hard claims never pays; its coverage says how many it answered, and a partial
+submission is marked. A prediction file that cannot be read is reported with its reason and that system is left
+unranked; the others are ranked.
+
 Plain functions first (the systems registry, each system's predictions per quarter, the per-claim integrity rows,
 metrics per quarter and per window with bootstrap confidence intervals, the contamination share, the flat table),
 then the asset. The metrics are ``evaluation.metrics`` (one implementation); a window pools the claims of its quarters.
@@ -22,13 +27,14 @@ import yaml
 from pydantic import BaseModel, field_validator, model_validator
 
 from assets.evaluation.evaluation import (
+    check_claim_ids,
     cutoff_position,
     hit3,
     hit7,
-    load_predictions,
     metrics,
-    pairs,
+    modality,
     quarter_number,
+    read_predictions,
 )
 from assets.evaluation.predictions import load_release
 from assets.release.recurring import recurring_ids
@@ -157,18 +163,25 @@ def verifier_predictions(store: StoreResource, system: System, quarter: str) -> 
     return []
 
 
-def outside_predictions(system: System, quarter: str) -> list[Prediction] | None:
-    """An outside system's file for the quarter (None when it lists none); a listed file that is missing stops the run."""
+def outside_predictions(system: System, quarter: str, gold: list | None = None) -> list[Prediction] | None:
+    """An outside system's file for the quarter (None when it lists none), read strictly and checked against the
+    quarter's ``gold`` claims; a listed file that is missing stops the run, a bad one is a ValueError naming it."""
     path = system.predictions.get(quarter)
     if path is None:
         return None
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise FileNotFoundError(f"system {system.name} ({system.source}): prediction file for {quarter} not found: {path}")
-    found = load_predictions(Path(path), quarter, system.name)
-    other = sorted({p.quarter for p in found} - {quarter})
+    located = read_predictions(Path(path), quarter, system.name)
+    other = sorted({p.quarter for _, p in located} - {quarter})
     if other:
-        raise ValueError(f"system {system.name}: {path} is listed for {quarter} but holds records of {', '.join(other)}")
-    return [p.model_copy(update={"system": system.name}) for p in found]
+        raise ValueError(f"{path}: listed for {quarter} (system {system.name}) but holds records of {', '.join(other)}")
+    located = [(where, p.model_copy(update={"system": system.name})) for where, p in located]
+    duplicated = [where for i, (where, p) in enumerate(located) if p.claim_id in {q.claim_id for _, q in located[:i]}]
+    if duplicated:  # one claim under two system names: one system here
+        raise ValueError(f"{path}: {duplicated[0]}: field claim_id: predicted twice; keep one prediction per claim")
+    if gold is not None:
+        check_claim_ids(Path(path), located, {quarter: gold})
+    return [p for _, p in located]
 
 
 def contamination_counts(store: StoreResource, quarter: str, member: str) -> dict | None:
@@ -188,25 +201,36 @@ def contamination_counts(store: StoreResource, quarter: str, member: str) -> dic
 def collect(store: StoreResource, systems: list[System], quarters: list[str]) -> dict:
     """Everything the board is computed from: per-claim integrity rows, gold counts, predictions, contamination and
     the claims each release marks recurring (release claim ids per quarter)."""
-    rows, predicted, contamination, claims, recurring = [], {}, {}, {}, {}
+    rows, predicted, contamination, claims, recurring, rejected = [], {}, {}, {}, {}, []
     for quarter in sort_quarters(quarters):
         folder = store.latest_release(quarter)
-        gold = load_release(folder)
+        gold = load_release(folder, allow_empty=True)  # a short release may hold none; a damaged one stops the run
         claims[quarter] = len(gold)
         recurring[quarter] = sorted(recurring_ids(folder))
         for s in systems:
-            preds = verifier_predictions(store, s, quarter) if s.kind == "verifier" else outside_predictions(s, quarter)
-            if preds is None:
-                continue
-            predicted.setdefault(s.name, {})[quarter] = len(preds)
-            rows += [{"system": s.name, "quarter": quarter, "claim_id": r["claim_id"], "modality": r["modality"],
-                      "language": r["language"], "gold": r["gold"], "pred": r["pred"]}
-                     for r in pairs(gold, preds, quarter) if r["property"] == "integrity"]
+            try:
+                preds = verifier_predictions(store, s, quarter) if s.kind == "verifier" else \
+                    outside_predictions(s, quarter, gold)
+            except ValueError as err:  # one bad submission: reported with its reason, the others are ranked
+                rejected.append({"system": s.name, "quarter": quarter, "file": s.predictions.get(quarter, ""),
+                                 "reason": str(err).splitlines()[0]})
+                preds = []
+            if preds is not None:
+                predicted.setdefault(s.name, {})[quarter] = len(preds)
+            rows += integrity_rows(s.name, quarter, gold, preds or [])
             counts = contamination_counts(store, quarter, s.contamination_member)
             if counts is not None:
                 contamination.setdefault(s.name, {})[quarter] = counts
     return {"systems": [s.model_dump() for s in systems], "claims": claims, "predicted": predicted,
-            "contamination": contamination, "rows": rows, "recurring": recurring}
+            "contamination": contamination, "rows": rows, "recurring": recurring, "rejected": rejected}
+
+
+def integrity_rows(system: str, quarter: str, gold: list, predictions: list[Prediction]) -> list[dict]:
+    """One row per gold claim of the quarter: its gold integrity and the predicted one, None where the system gave
+    none (no prediction, or one without an integrity score). The board scores None as 0, the "don't know" score."""
+    by_id = {p.claim_id: p.integrity for p in predictions}
+    return [{"system": system, "quarter": quarter, "claim_id": c.id, "modality": modality(c),
+             "language": c.language or "unknown", "gold": c.integrity.score, "pred": by_id.get(c.id)} for c in gold]
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -243,11 +267,25 @@ def contamination_share(counts: list[dict]) -> float | None:
     return sum(c["flagged"] for c in counts) / scored if scored else None
 
 
+def scored(rows: list[dict]) -> list[dict]:
+    """Rows as the board scores them: a missing prediction (None) is 0, the "don't know" score, and is counted as
+    not answered; so skipping a claim never helps, and coverage shows how many were answered."""
+    return [{**r, "pred": 0.0 if r["pred"] is None else r["pred"], "answered": r["pred"] is not None} for r in rows]
+
+
+def block(rows: list[dict]) -> dict:
+    """``metrics`` over every claim (missing as 0), with how many were answered and the coverage; where none was
+    answered there is no submission to score, and the metrics stay empty (n 0), never filled in with zeros."""
+    answered = sum(r["answered"] for r in rows)
+    return {**metrics(rows if answered else []), "answered": answered,
+            "coverage": answered / len(rows) if rows else None}
+
+
 def _sums(rows: list[dict]) -> dict:
     """The additive parts of the metrics, so the page can pool any window of quarters without the claims."""
     return {"n": len(rows), "se": math.fsum((r["gold"] - r["pred"]) ** 2 for r in rows),
             "ae": math.fsum(abs(r["gold"] - r["pred"]) for r in rows),
-            "hit3": sum(map(hit3, rows)), "hit7": sum(map(hit7, rows))}
+            "hit3": sum(map(hit3, rows)), "hit7": sum(map(hit7, rows)), "answered": sum(r["answered"] for r in rows)}
 
 
 def _grouped(rows: list[dict], with_ci: bool, resamples: int) -> dict:
@@ -257,7 +295,7 @@ def _grouped(rows: list[dict], with_ci: bool, resamples: int) -> dict:
         groups = defaultdict(list)
         for r in rows:
             groups[r[axis]].append(r)
-        out[axis] = {g: {**metrics(v), **({"ci": bootstrap_ci(v, resamples=resamples)} if with_ci else {})}
+        out[axis] = {g: {**block(v), **({"ci": bootstrap_ci(v, resamples=resamples)} if with_ci else {})}
                      for g, v in sorted(groups.items())}
     return out
 
@@ -280,8 +318,11 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
     hi = quarter_number(last) if last else math.inf
     window = [q for q in quarters if lo <= quarter_number(q) <= hi]
     by_system = defaultdict(lambda: defaultdict(list))
-    for r in data["rows"]:
+    for r in scored(data["rows"]):
         by_system[r["system"]][r["quarter"]].append(r)
+    rejected = defaultdict(list)
+    for r in data.get("rejected") or []:
+        rejected[r["system"]].append(r)
     entries = []
     for raw in data["systems"]:
         s = System.model_validate(raw)
@@ -292,7 +333,7 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
             flagged = contamination.get(q)
             per_quarter[q] = {
                 "relation": quarter_relation(q, s.knowledge_cutoff), "claims": data["claims"][q],
-                "predicted": data["predicted"].get(s.name, {}).get(q, 0), **metrics(rows), "sums": _sums(rows),
+                "predicted": data["predicted"].get(s.name, {}).get(q, 0), **block(rows), "sums": _sums(rows),
                 "recurring": len(recurring.get(q, ())), "sums_fresh": _sums(fresh(rows)),
                 "flagged_share": contamination_share([flagged]) if flagged else None, "contamination": flagged,
                 **_grouped(rows, False, resamples),
@@ -304,26 +345,32 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
             rows = fresh(pooled) if name == "clean" else pooled
             marked = sum(len(recurring.get(q, ())) for q in qs) if name == "clean" else 0
             windows[name] = {
-                "quarters": qs, "claims": sum(data["claims"][q] for q in qs) - marked, **metrics(rows),
+                "quarters": qs, "claims": sum(data["claims"][q] for q in qs) - marked, **block(rows),
                 "recurring_left_out": len(pooled) - len(rows), "ci": bootstrap_ci(rows, resamples=resamples),
                 "flagged_share": contamination_share([contamination[q] for q in qs if q in contamination]),
                 **_grouped(rows, True, resamples),
             }
         entries.append({"name": s.name, "kind": s.kind, "mode": s.mode if s.kind == "verifier" else "",
                         "member": s.member, "knowledge_cutoff": s.knowledge_cutoff, "description": s.description,
-                        "prediction_system": s.prediction_system, "quarters": per_quarter, "windows": windows})
+                        "prediction_system": s.prediction_system, "quarters": per_quarter, "windows": windows,
+                        "rejected": rejected.get(s.name, [])})
     rank_window = "clean" if after_cutoff else "all"
-    order = sorted(entries, key=lambda x: (x["windows"][rank_window]["mse"] is None,
-                                           x["windows"][rank_window]["mse"] or 0.0, x["name"]))
+    for entry in entries:  # a rejected file in the window leaves the system unranked, not ranked on zeros
+        w = entry["windows"][rank_window]
+        entry["rejected_in_window"] = sorted({r["quarter"] for r in entry["rejected"]} & set(w["quarters"]))
+        entry["partial"] = 0 < w["answered"] < w["n"] and not entry["rejected_in_window"]
+    # ranked: answered at least one claim of the window (no prediction at all is no submission) and no file rejected
+    unranked = lambda x: not x["windows"][rank_window]["answered"] or bool(x["rejected_in_window"])  # noqa: E731
+    order = sorted(entries, key=lambda x: (unranked(x), x["windows"][rank_window]["mse"] or 0.0, x["name"]))
     rank = 0
     for entry in order:
-        ranked = entry["windows"][rank_window]["mse"] is not None
+        ranked = not unranked(entry)
         rank += ranked
         entry["rank"] = rank if ranked else None
     return {"window": {"from": window[0] if window else first, "to": window[-1] if window else last,
                        "quarters": window, "after_cutoff": after_cutoff, "rank_window": rank_window,
                        "confidence": CONFIDENCE, "resamples": resamples},
-            "all_quarters": quarters, "systems": order}
+            "all_quarters": quarters, "systems": order, "rejected": list(data.get("rejected") or [])}
 
 
 # ---------------------------------------------------------------------------------------- outputs
@@ -333,7 +380,8 @@ def _row(entry: dict, scope: str, window: str, quarter: str, axis: str, group: s
     ci = m.get("ci") or dict.fromkeys(METRICS)
     return {"system": entry["name"], "kind": entry["kind"], "knowledge_cutoff": entry["knowledge_cutoff"],
             "rank": entry["rank"], "scope": scope, "window": window, "quarter": quarter, "axis": axis, "group": group,
-            "n": m["n"], **{k: m[k] for k in METRICS},
+            "n": m["n"], "answered": m.get("answered"), "coverage": m.get("coverage"),
+            "partial": bool(m.get("coverage")) and m["coverage"] < 1, **{k: m[k] for k in METRICS},
             **{f"{k}_{side}": (ci[k][i] if ci.get(k) else None) for k in METRICS for i, side in enumerate(("lo", "hi"))},
             "claims": extra.get("claims"), "flagged_share": extra.get("flagged_share"),
             "recurring_left_out": extra.get("recurring_left_out")}
@@ -342,7 +390,8 @@ def _row(entry: dict, scope: str, window: str, quarter: str, axis: str, group: s
 TABLE_SCHEMA = {
     "system": pl.Utf8, "kind": pl.Utf8, "knowledge_cutoff": pl.Utf8, "rank": pl.Int64, "scope": pl.Utf8,
     "window": pl.Utf8, "quarter": pl.Utf8, "axis": pl.Utf8, "group": pl.Utf8, "n": pl.Int64,
-    **{k: pl.Float64 for k in METRICS}, **{f"{k}_{side}": pl.Float64 for k in METRICS for side in ("lo", "hi")},
+    "answered": pl.Int64, "coverage": pl.Float64, "partial": pl.Boolean, **{k: pl.Float64 for k in METRICS},
+    **{f"{k}_{side}": pl.Float64 for k in METRICS for side in ("lo", "hi")},
     "claims": pl.Int64, "flagged_share": pl.Float64, "recurring_left_out": pl.Int64,
 }
 
@@ -388,15 +437,20 @@ def text_ranking(board: dict) -> str:
     lines = [f"leaderboard {w['from'] or '-'}..{w['to'] or '-'}, ranked by integrity MSE on "
              f"{'the quarters after each cut-off' if rank_window == 'clean' else 'every quarter'} "
              f"({int(w['confidence'] * 100)}% bootstrap intervals)",
-             f"{'rank':>4} {'system':24} {'cut-off':10} {'quarters':>8} {'n':>5} {'MSE':>7} {'MSE interval':>17} "
-             f"{'MAE':>7} {'acc3':>7} {'acc7':>7} {'flagged':>7} {'recurring':>9}"]
+             f"{'rank':>4} {'system':24} {'cut-off':10} {'quarters':>8} {'n':>5} {'coverage':>9} {'MSE':>7} "
+             f"{'MSE interval':>17} {'MAE':>7} {'acc3':>7} {'acc7':>7} {'flagged':>7} {'recurring':>9}"]
     for s in board["systems"]:
         m = s["windows"][rank_window]
         ci = m["ci"]["mse"]
+        coverage = fmt(m.get("coverage"), 3) + ("*" if s.get("partial") else "")
         lines.append(f"{s['rank'] or '-':>4} {s['name'][:24]:24} {s['knowledge_cutoff']:10} {len(m['quarters']):>8} "
-                     f"{m['n']:>5} {fmt(m['mse']):>7} {(f'[{ci[0]:.4f}, {ci[1]:.4f}]' if ci else '-'):>17} "
+                     f"{m['n']:>5} {coverage:>9} {fmt(m['mse']):>7} "
+                     f"{(f'[{ci[0]:.4f}, {ci[1]:.4f}]' if ci else '-'):>17} "
                      f"{fmt(m['mae']):>7} {fmt(m['acc3']):>7} {fmt(m['acc7']):>7} {fmt(m['flagged_share'], 3):>7} "
                      f"{m['recurring_left_out']:>9}")
+    if any(s.get("partial") for s in board["systems"]):
+        lines.append("* partial submission: each claim without a prediction is scored as 0 (don't know)")
+    lines += [f"rejected: {r['system']} {r['quarter']}: {r['reason']}" for r in board.get("rejected") or []]
     return "\n".join(lines) + "\n"
 
 
@@ -440,11 +494,16 @@ def leaderboard(context: dg.AssetExecutionContext, store: StoreResource, pipelin
     missing = [f"{s['name']}:{q}" for s in board["systems"] for q, v in s["quarters"].items() if not v["predicted"]]
     if missing:
         context.log.warning(f"leaderboard: no predictions for {', '.join(missing)}")
+    for r in data["rejected"]:
+        context.log.warning(f"leaderboard: {r['system']} {r['quarter']} rejected (left unranked): {r['reason']}")
     best = board["systems"][0]
     return dg.MaterializeResult(metadata={
         "dagster/row_count": out["table"].height, "version": out["version"], "systems": len(systems),
         "quarters": ", ".join(board["all_quarters"]), "claims_scored": len(data["rows"]),
         "missing": ", ".join(missing) or "none",
+        "rejected": dg.MetadataValue.md("\n".join(f"- {r['system']} {r['quarter']}: {r['reason']}"
+                                                   for r in data["rejected"]) or "none"),
+        "partial": ", ".join(s["name"] for s in board["systems"] if s["partial"]) or "none",
         "leader": f"{best['name']} (MSE {best['windows']['all']['mse']})" if best["rank"] else "none",
         "report": dg.MetadataValue.path(str(out["json"])), "page": dg.MetadataValue.path(str(out["html"])),
         "ranking": dg.MetadataValue.md(f"```\n{text_ranking(board)}```"),

@@ -17,18 +17,20 @@ CSS = DASHBOARD_CSS + """
 form#window{display:flex;gap:16px;align-items:center;font-size:13px;margin:8px 0}
 table#board th[data-key]{cursor:pointer;user-select:none} table#board th[aria-sort=ascending]::after{content:" \\25B2"}
 table#board th[aria-sort=descending]::after{content:" \\25BC"} table#board tr.unranked td{color:#8a96a3}
+table#board tr.partial td[data-field=coverage]{color:#c0392b;font-weight:bold}
 .out{opacity:.25} .charts{display:flex;flex-wrap:wrap;gap:12px}
 """
 
 COLUMNS = [  # key, header, left-aligned
     ("rank", "rank", False), ("name", "system", True), ("kind", "kind", True), ("cutoff", "cut-off", True),
-    ("quarters", "quarters", False), ("n", "claims scored", False), ("mse", "MSE", False), ("ci", "MSE 95% CI", False),
+    ("quarters", "quarters", False), ("n", "claims scored", False), ("coverage", "coverage", False),
+    ("mse", "MSE", False), ("ci", "MSE 95% CI", False),
     ("mae", "MAE", False), ("acc3", "3-bin acc.", False), ("acc7", "7-bin acc.", False),
     ("flagged", "flagged share", False), ("clean", "clean MSE", False), ("before", "before MSE", False),
 ]
 
 
-LEFT, ASCENDING, UNRANKED = ' class="l"', ' aria-sort="ascending"', ' class="unranked"'
+LEFT, ASCENDING = ' class="l"', ' aria-sort="ascending"'
 
 
 def _head(labels: list[str], left: int) -> str:
@@ -51,6 +53,7 @@ def page_data(board: dict) -> dict:
         "systems": [{
             "name": s["name"], "kind": s["kind"], "cutoff": s["knowledge_cutoff"],
             "ci": {w: s["windows"][w]["ci"]["mse"] for w in ("all", "clean")},
+            "rejected": sorted({r["quarter"] for r in s.get("rejected", [])}),
             # "fresh": the quarter's sums without its recurring claims, which the clean window pools
             "quarters": {q: {**v["sums"], "fresh": v.get("sums_fresh", v["sums"]), "relation": v["relation"],
                              "contamination": v["contamination"]}
@@ -59,10 +62,16 @@ def page_data(board: dict) -> dict:
     }
 
 
+def fmt_coverage(coverage) -> str:
+    """The answered share; a partial submission says so in words, not in colour alone."""
+    return fmt(coverage, 3) + (" partial" if coverage and coverage < 1 else "")
+
+
 def _cells(s: dict, rank_window: str) -> dict:
     m = s["windows"][rank_window]
     return {"rank": s["rank"], "name": s["name"], "kind": s["kind"], "cutoff": s["knowledge_cutoff"],
-            "quarters": len(m["quarters"]), "n": m["n"], "mse": fmt(m["mse"]), "ci": fmt_ci(m["ci"]["mse"]),
+            "quarters": len(m["quarters"]), "n": m["n"], "coverage": fmt_coverage(m.get("coverage")),
+            "mse": fmt(m["mse"]), "ci": fmt_ci(m["ci"]["mse"]),
             "mae": fmt(m["mae"]), "acc3": fmt(m["acc3"]), "acc7": fmt(m["acc7"]), "flagged": fmt(m["flagged_share"], 3),
             "clean": fmt(s["windows"]["clean"]["mse"]), "before": fmt(s["windows"]["before"]["mse"])}
 
@@ -76,8 +85,17 @@ def board_table_html(board: dict) -> str:
         cells = _cells(s, rank_window)
         tds = "".join(f'<td data-field="{k}"{LEFT if left else ""}>{e("-" if cells[k] is None else cells[k])}</td>'
                       for k, _, left in COLUMNS)
-        rows.append(f'<tr data-system="{e(s["name"])}"{"" if s["rank"] else UNRANKED}>{tds}</tr>')
+        classes = " ".join(c for c, on in (("unranked", not s["rank"]), ("partial", s.get("partial"))) if on)
+        attr = f' class="{classes}"' if classes else ""
+        rows.append(f'<tr data-system="{e(s["name"])}"{attr}>{tds}</tr>')
     return f'<table id="board"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def rejected_html(board: dict) -> str:
+    """The prediction files that could not be read, each with its reason (their systems are left unranked)."""
+    items = "".join(f'<li data-system="{e(r["system"])}" data-quarter="{e(r["quarter"])}"><b>{e(r["system"])}</b> '
+                    f'{e(r["quarter"])}: {e(r["reason"])}</li>' for r in board.get("rejected") or [])
+    return f'<h2>Rejected submissions</h2><ul id="rejected">{items}</ul>' if items else ""
 
 
 def axis_table_html(board: dict, axis: str) -> str:
@@ -157,17 +175,19 @@ SCRIPT = r"""
   var Q = D.quarters, form = document.getElementById("window");
   var fromSel = form.elements.from, toSel = form.elements.to, after = form.elements.after;
   var sortKey = "rank", sortDir = 1;
-  var COLS = ["rank", "name", "kind", "cutoff", "quarters", "n", "mse", "ci", "mae", "acc3", "acc7", "flagged", "clean", "before"];
+  var COLS = ["rank", "name", "kind", "cutoff", "quarters", "n", "coverage", "mse", "ci", "mae", "acc3", "acc7", "flagged", "clean", "before"];
   function fx(v, d) { return v === null || v === undefined ? "-" : v.toFixed(d === undefined ? 4 : d); }
   function pool(s, qs, fresh) {
-    var n = 0, se = 0, ae = 0, h3 = 0, h7 = 0, fl = 0, sc = 0;
+    var n = 0, se = 0, ae = 0, h3 = 0, h7 = 0, fl = 0, sc = 0, an = 0;
     qs.forEach(function (q) {
       var x = s.quarters[q]; if (!x) return;
       if (fresh) x = Object.assign({}, x, x.fresh);
-      n += x.n; se += x.se; ae += x.ae; h3 += x.hit3; h7 += x.hit7;
+      n += x.n; se += x.se; ae += x.ae; h3 += x.hit3; h7 += x.hit7; an += x.answered === undefined ? x.n : x.answered;
       if (x.contamination) { fl += x.contamination.flagged; sc += x.contamination.scored; }
     });
-    return {n: n, quarters: qs.length, mse: n ? se / n : null, mae: n ? ae / n : null, acc3: n ? h3 / n : null,
+    var claims = n;
+    if (!an) n = 0;  // nothing answered: no submission to score, never a row of zeros
+    return {n: n, quarters: qs.length, coverage: claims ? an / claims : null, mse: n ? se / n : null, mae: n ? ae / n : null, acc3: n ? h3 / n : null,
             acc7: n ? h7 / n : null, flagged: sc ? fl / sc : null};
   }
   function readHash() {
@@ -186,11 +206,14 @@ SCRIPT = r"""
       var all = pool(s, win), clean = pool(s, win.filter(function (q) { return rel(q) === "clean"; }), true);
       var before = pool(s, win.filter(function (q) { return rel(q) === "before"; }));
       var m = rankWin === "clean" ? clean : all, ci = exact ? s.ci[rankWin] : null;
-      return {name: s.name, kind: s.kind, cutoff: s.cutoff, quarters: m.quarters, n: m.n, mse: m.mse,
+      var used = rankWin === "clean" ? win.filter(function (q) { return rel(q) === "clean"; }) : win;
+      var rejected = (s.rejected || []).some(function (q) { return used.indexOf(q) >= 0; });
+      return {name: s.name, kind: s.kind, cutoff: s.cutoff, quarters: m.quarters, n: m.n, coverage: m.coverage,
+              rejected: rejected, mse: m.mse,
               ci: ci ? "[" + fx(ci[0]) + ", " + fx(ci[1]) + "]" : "-", mae: m.mae, acc3: m.acc3, acc7: m.acc7,
               flagged: m.flagged, clean: clean.mse, before: before.mse, rank: null};
     });
-    rows.filter(function (r) { return r.mse !== null; })
+    rows.filter(function (r) { return r.mse !== null && r.coverage > 0 && !r.rejected; })
         .sort(function (a, b) { return a.mse - b.mse || (a.name < b.name ? -1 : 1); })
         .forEach(function (r, i) { r.rank = i + 1; });
     rows.sort(function (a, b) {
@@ -204,12 +227,14 @@ SCRIPT = r"""
     rows.forEach(function (r) {
       var tr = document.createElement("tr");
       tr.setAttribute("data-system", r.name);
-      if (r.rank === null) tr.className = "unranked";
+      tr.className = [r.rank === null ? "unranked" : "", r.coverage > 0 && r.coverage < 1 ? "partial" : ""]
+        .join(" ").trim();
       COLS.forEach(function (k) {
         var td = document.createElement("td"), v = r[k];
         td.setAttribute("data-field", k);
         if (k === "name" || k === "kind" || k === "cutoff") td.className = "l";
-        td.textContent = typeof v === "number" && ["rank", "quarters", "n"].indexOf(k) < 0 ? fx(v, k === "flagged" ? 3 : 4)
+        td.textContent = k === "coverage" ? (v === null ? "-" : fx(v, 3) + (v > 0 && v < 1 ? " partial" : ""))
+                       : typeof v === "number" && ["rank", "quarters", "n"].indexOf(k) < 0 ? fx(v, k === "flagged" ? 3 : 4)
                        : (v === null ? "-" : String(v));
         tr.appendChild(td);
       });
@@ -268,13 +293,15 @@ def render_page(board: dict, title: str = "veritas leaderboard") -> str:
         f'<p class="meta">Integrity scores of {len(board["systems"])} systems on {len(quarters)} released quarters. '
         "A quarter is <b>clean</b> for a system when it starts after the system's knowledge cut-off. Ranked by "
         f"integrity MSE (lower is better); intervals: {int(w['confidence'] * 100)}% percentile bootstrap over claims, "
-        f"{w['resamples']} resamples. Generated {e(generated)}.</p>",
+        f"{w['resamples']} resamples. Every claim of the window counts: a claim a system left without a prediction "
+        "is scored 0 (don't know); coverage is the share it answered, and a partial submission is marked. "
+        f"Generated {e(generated)}.</p>",
         '<form id="window"><label>from <select name="from">' + options(w["from"]) + "</select></label>"
         '<label>to <select name="to">' + options(w["to"]) + "</select></label>"
         f'<label><input type="checkbox" name="after"{" checked" if w["after_cutoff"] else ""}> '
         "only quarters after each system's cut-off</label></form>",
         f'<h2>Ranking: <span id="window-label">{e(label)}</span></h2>',
-        board_table_html(board), '<p class="note" id="ci-note"></p>',
+        board_table_html(board), '<p class="note" id="ci-note"></p>', rejected_html(board),
         "<h2>Integrity MSE by quarter</h2>",
         '<p class="note">One panel per system on a shared scale; the dashed red line is its knowledge cut-off.</p>',
         '<div class="charts">' + "".join(mse_chart(board, s, i, y_max) for i, s in enumerate(board["systems"])) + "</div>",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+from pydantic import ValidationError
 
 from assets.common import (
     ErrorBudget,
@@ -45,8 +46,96 @@ from schemas.records import (
 STAGE = "predictions"
 
 
-def load_release(folder: Path) -> list[ReleaseClaim]:
-    return [ReleaseClaim.model_validate(c) for c in json.loads((folder / "claims.json").read_text())["claims"]]
+MiB = 1024 * 1024
+MAX_RELEASE_BYTES = 256 * MiB  # a 1,000-claim claims.json is a few MB; past this the file is not a release
+
+
+def reject_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_json(path: Path, max_bytes: int, what: str):
+    """One JSON document from ``path``, or a ValueError that names the file, the line and column, and what to do:
+    a folder, a file over ``max_bytes`` (checked before it is read), bytes that are not UTF-8, NaN or Infinity,
+    nesting deeper than the parser's recursion limit. ``what`` says what the file should be."""
+    text = read_text(path, max_bytes, what)
+    return parse_json(text, path, what)
+
+
+def read_text(path: Path, max_bytes: int, what: str) -> str:
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not {what}: give the file itself")
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file ({what})")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ValueError(f"{path} is {size / MiB:.1f} MiB, over the {max_bytes / MiB:.0f} MiB cap for {what}: "
+                         "split it (one file per quarter) or check that it is the right file")
+    chunks, total = [], 0
+    with path.open("rb") as fh:  # in chunks, so memory follows the file, not the cap; one that grew stops at the cap
+        while total <= max_bytes and (chunk := fh.read(min(MiB, max_bytes + 1 - total))):
+            chunks.append(chunk)
+            total += len(chunk)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path} grew past the {max_bytes / MiB:.0f} MiB cap for {what} while it was read")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise ValueError(f"{path}: line {line}: byte {err.start} is not UTF-8; save {what} as UTF-8") from None
+
+
+def parse_json(text: str, path: Path, what: str, line: int = 0):
+    """``text`` as JSON (``line``: the line of ``path`` it came from, for JSON Lines)."""
+    try:
+        return json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as err:
+        where = f"line {line}" if line else f"line {err.lineno} column {err.colno}"
+        raise ValueError(f"{path}: {where}: not valid JSON ({err.msg}); {what} is JSON") from None
+    except RecursionError:
+        where = f"line {line}: " if line else ""
+        raise ValueError(f"{path}: {where}nested too deeply to be {what}") from None
+    except ValueError as err:  # NaN, Infinity
+        where = f"line {line}: " if line else ""
+        raise ValueError(f"{path}: {where}{err}; scores are numbers in [-1, 1]") from None
+
+
+def _field_path(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc) or "(the claim)"
+
+
+def load_release(folder: Path, max_bytes: int = MAX_RELEASE_BYTES, allow_empty: bool = False) -> list[ReleaseClaim]:
+    """A release's claims from ``claims.json``, checked: an object with a ``claims`` list of valid claims with unique
+    ids, not empty unless ``allow_empty`` (the pipeline's own assets: a short release may hold none). A damaged or
+    tampered release is a ValueError naming the file, the claim and the field."""
+    path = Path(folder) / "claims.json"
+    payload = read_json(path, max_bytes, "a release's claims.json")
+    raw = payload.get("claims") if isinstance(payload, dict) else None
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: not a release's claims file: expected {{\"claims\": [...]}}; "
+                         "restore the release (veritas export) or rebuild it (veritas run)")
+    if not raw and not allow_empty:
+        raise ValueError(f"{path}: the release holds no claims (\"claims\": []): nothing can be scored against it; "
+                         "restore the release or rebuild it")
+    claims, first_of = [], {}
+    for i, item in enumerate(raw, 1):
+        try:
+            claim = ReleaseClaim.model_validate(item)
+        except ValidationError as err:
+            e = err.errors()[0]
+            cid = item.get("id") if isinstance(item, dict) else None
+            raise ValueError(f"{path}: claim {i}{f' (id {cid!r})' if cid is not None else ''}, field "
+                             f"{_field_path(e['loc'])}: {e['msg']}; restore the release or rebuild it") from None
+        except RecursionError:
+            raise ValueError(f"{path}: claim {i}: nested too deeply to be a release claim") from None
+        if claim.id in first_of:
+            raise ValueError(f"{path}: claims {first_of[claim.id]} and {i} share id {claim.id}: a release's ids are "
+                             "unique, so this release is damaged or tampered with; restore it or rebuild it")
+        first_of[claim.id] = i
+        claims.append(claim)
+    return claims
 
 
 def as_claim(claim: ReleaseClaim, quarter: str) -> NormalizedClaim:
@@ -133,7 +222,7 @@ def predictions(
     if pipeline.verifier_mode not in ("closed_book", "retrieval"):
         raise dg.Failure(f"verifier mode {pipeline.verifier_mode!r} is unknown; use closed_book or retrieval")
     member = pipeline.verifier_member or llm.member_names()[0]
-    claims = load_release(folder)
+    claims = load_release(folder, allow_empty=True)
     stats = StageYield(len(claims))
     media_store = MediaStore(str(folder))
     verifier = None

@@ -355,11 +355,14 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
     config has one split per quarter (``datasets.load_dataset(str(out))``)."""
     if not releases:
         raise ValueError("no release to export")
+    targets = [*(out / q for q in sorted(releases)), out / "README.md"]
+    clashes = [str(p) for p in targets if p.exists() or p.is_symlink()]
+    if clashes:  # checked before anything is written: it never overwrites what it did not write
+        raise ValueError(f"{out}: {', '.join(clashes)} exist already; the export does not overwrite them: "
+                         "move them away or export to a new folder")
     out.mkdir(parents=True, exist_ok=True)
     for quarter, folder in sorted(releases.items()):
         target = out / quarter
-        if target.exists():
-            shutil.rmtree(target)
         shutil.copytree(folder, target, ignore=shutil.ignore_patterns("README.md"))
         if not (target / "croissant.json").exists():  # a release made before croissant.json existed
             write_release_card(target, quarter)

@@ -22,6 +22,9 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     p.add_argument("--quarter", default="", help="quarter of records that do not say (default: the release's)")
     p.add_argument("--cutoff", default=None,
                    help="the model's knowledge cut-off, a quarter (2024Q4) or a date (default: knowledge_cutoff in the config)")
+    p.add_argument("--max-mb", type=float, default=64,
+                   help="refuse a predictions file larger than this many MiB (default 64; parsing takes about 40 "
+                        "times the bytes)")
     p.add_argument("--contamination", metavar="REPORT",
                    help="a contamination.json (evaluation with contamination_check): also report the "
                         "contamination-controlled subset (claims flagged for no model)")
@@ -92,11 +95,28 @@ def _config_cutoff(config_path: str | None) -> str:
         return ""
 
 
+def coverage_lines(gold: dict, predictions: list, systems: list[str]) -> list[str]:
+    """One warning per system and quarter that leaves claims without a prediction (printed before any MSE)."""
+    lines = []
+    for system in systems:
+        for q, claims in gold.items():
+            answered = {p.claim_id for p in predictions if p.quarter == q and p.system == system
+                        and p.integrity is not None}
+            if len(answered) < len(claims):
+                lines.append(f"WARNING: {system} covers {len(answered)} of {len(claims)} claims of {q} "
+                             f"({len(answered) / len(claims):.1%}): the MSE of the answered claims flatters it; "
+                             "'MSE missing as 0' scores each missing one as 0 (don't know), and the leaderboard "
+                             "ranks on that")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     from assets.evaluation.evaluation import (
+        MiB,
+        check_claim_ids,
         evaluate_quarters,
         find_releases,
-        load_predictions,
+        read_predictions,
         text_table,
         write_report,
     )
@@ -104,21 +124,34 @@ def run(args: argparse.Namespace) -> int:
     from assets.evaluation.verifier_contamination import controlled_ids, load_report
     from assets.release.recurring import recurring_ids
 
-    releases = find_releases(Path(args.release))
+    try:  # the release first: its faults are named as the release's, never as the predictions'
+        releases = find_releases(Path(args.release))
+        gold = {q: load_release(folder) for q, folder in releases.items()}
+    except (ValueError, FileNotFoundError) as err:
+        print(f"veritas evaluate: the release (--release {args.release}) cannot be used: {err}", file=sys.stderr)
+        return 2
     default_quarter = args.quarter or (next(iter(releases)) if len(releases) == 1 else "")
     try:
-        predictions = load_predictions(Path(args.predictions), default_quarter, args.system)
-    except ValueError as err:
-        print(f"veritas evaluate: {err} (records need a quarter when --release holds several)", file=sys.stderr)
+        located = read_predictions(Path(args.predictions), default_quarter, args.system, int(args.max_mb * MiB))
+        check_claim_ids(Path(args.predictions), located, gold)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"veritas evaluate: {err}", file=sys.stderr)
         return 2
-    systems = sorted({p.system for p in predictions}) or [args.system or "none"]
-    cutoff = args.cutoff if args.cutoff is not None else _config_cutoff(getattr(args, "config", None))
-    gold = {q: load_release(folder) for q, folder in releases.items()}
-    recurring = {q: set(recurring_ids(folder)) for q, folder in releases.items()}  # left out of the after-cut-off view
+    predictions = [p for _, p in located]
     unknown = sorted({p.quarter for p in predictions} - set(gold))
+    if len(unknown) == len({p.quarter for p in predictions}):
+        print(f"veritas evaluate: {args.predictions}: every prediction is for a quarter without a release in "
+              f"{args.release} ({', '.join(unknown)}; the release is {', '.join(gold)}): nothing to score",
+              file=sys.stderr)
+        return 2
     if unknown:
         print(f"veritas evaluate: predictions for quarters without a release ignored: {', '.join(unknown)}",
               file=sys.stderr)
+    systems = sorted({p.system for p in predictions})
+    for line in coverage_lines(gold, predictions, systems):  # first, before any MSE
+        print(line)
+    cutoff = args.cutoff if args.cutoff is not None else _config_cutoff(getattr(args, "config", None))
+    recurring = {q: set(recurring_ids(folder)) for q, folder in releases.items()}  # left out of the after-cut-off view
     for system in systems:
         data = {q: (g, [p for p in predictions if p.quarter == q and p.system == system]) for q, g in gold.items()}
         full = evaluate_quarters(data, cutoff, system, recurring)

@@ -1,7 +1,14 @@
-"""``veritas export``: copy quarters' releases to a folder, as they are or as a Hugging Face dataset folder."""
+"""``veritas export``: copy quarters' releases to a folder, as they are or as a Hugging Face dataset folder.
+
+An export never deletes and never writes into the store: ``--out`` may not lie inside the store's folder or contain it,
+and a folder that holds anything already is refused unless ``--force``; even then what the export would replace is
+moved aside (``NAME.replaced-<time>``), never removed.
+"""
 
 import argparse
 import shutil
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -9,18 +16,30 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     p = subparsers.add_parser(
         "export", help="copy quarters' releases to a folder (--format hf: a folder `datasets` loads, a split per quarter)")
     p.add_argument("--quarter", required=True, nargs="+", help="one or more quarters, e.g. 2025Q3 2025Q4")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="a new or empty folder outside the data folder")
     p.add_argument("--format", default="veritas", choices=("veritas", "hf"),
                    help="veritas: <out>/<quarter>/ as released; hf: the same plus a dataset card README.md whose "
                         "configs give one split per quarter")
+    p.add_argument("--force", action="store_true",
+                   help="write into a folder that is not empty; a quarter folder or README.md already there is kept "
+                        "beside it as NAME.replaced-<time>, nothing is deleted")
     p.set_defaults(handler=run)
     return [p]
 
 
+def store_root(config_path: str | None) -> Path:
+    """The local store folder (with S3: its working copy), which an export must stay out of."""
+    from dagster_project.settings import load_config
+
+    return Path(load_config(config_path)["store"]["root"]).expanduser().resolve()
+
+
 def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, Path]:
     """Each quarter's current release folder. A local store is read directly (its ``LATEST`` pointer), without
-    importing Dagster; an S3 store through the store resource, which downloads the release first."""
+    importing Dagster; an S3 store through the store resource, which downloads the release first. A pointer that
+    leads out of its quarter's folder is an error, never followed."""
     from dagster_project.quarters import to_label
+    from dagster_project.resources.files import pointed_folder
     from dagster_project.settings import load_config
 
     store_config = load_config(config_path)["store"]
@@ -33,33 +52,80 @@ def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, P
 
         def find(label: str) -> Path | None:
             pointer = releases / label / "LATEST"
-            return releases / label / pointer.read_text().strip() if pointer.exists() else None
+            if not pointer.exists():
+                return None
+            return pointed_folder(pointer.parent, pointer.read_text(encoding="utf-8", errors="replace").strip())
     found = {}
     for quarter in quarters:
         label = to_label(quarter)
         folder = find(label)
         if folder is None:
             raise SystemExit(f"no release for {label}: run `veritas run --quarter {label}` first")
+        if not (folder / "claims.json").is_file():
+            raise ValueError(f"{folder}: the release LATEST names for {label} has no claims.json; "
+                             f"rerun `veritas run --quarter {label}` or point LATEST at a complete version")
         found[label] = folder
     return found
 
 
+def check_out(out: Path, root: Path, force: bool) -> None:
+    """Refuse an ``--out`` that overlaps the store's folder, is a file, or (without ``force``) holds anything."""
+    target, root = Path(out).expanduser().resolve(), Path(root).resolve()
+    if target == root or root in target.parents or target in root.parents:
+        where = "is" if target == root else "is inside" if root in target.parents else "contains"
+        raise ValueError(f"--out {out} {where} the store {root} (its tables and releases): an export is a copy "
+                         "outside it; choose a folder outside the store")
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder: choose a new or empty folder")
+    if target.is_dir() and not force:
+        entries = sorted(p.name for p in target.iterdir())
+        if entries:
+            count = f"{len(entries)} {'entry' if len(entries) == 1 else 'entries'}"
+            raise ValueError(f"--out {out} is not empty ({count}, e.g. {entries[0]!r}): choose a new "
+                             "or empty folder, or add --force to write into it (nothing is deleted: what the export "
+                             "replaces is kept beside it as NAME.replaced-<time>)")
+
+
+def set_aside(path: Path) -> Path | None:
+    """Rename an existing file or folder to ``NAME.replaced-<time>`` (never delete it); the new name, or None."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    kept, n = path.with_name(f"{path.name}.replaced-{stamp}"), 1
+    while kept.exists() or kept.is_symlink():
+        n += 1
+        kept = path.with_name(f"{path.name}.replaced-{stamp}-{n}")
+    path.rename(kept)
+    print(f"[veritas] kept the earlier {path} as {kept}", file=sys.stderr)
+    return kept
+
+
 def copy_release(folder: Path, target: Path) -> Path:
-    if target.exists():
-        shutil.rmtree(target)
+    """A byte-for-byte copy of a release folder to ``target``, which must not exist yet."""
+    if target.exists() or target.is_symlink():
+        raise ValueError(f"{target} exists already: an export never overwrites; choose another --out or add --force")
     shutil.copytree(folder, target)
     return target
 
 
-def export_release(config_path: str | None, quarter: str, out: str) -> Path:
+def export_release(config_path: str | None, quarter: str, out: str, force: bool = False) -> Path:
     """One quarter's current release copied to ``<out>/<quarter>``."""
+    check_out(Path(out), store_root(config_path), force)
     (label, folder), = latest_releases(config_path, [quarter]).items()
-    return copy_release(folder, Path(out) / label)
+    target = Path(out) / label
+    if force:
+        set_aside(target)
+    return copy_release(folder, target)
 
 
 def run(args: argparse.Namespace) -> int:
-    releases = latest_releases(getattr(args, "config", None), args.quarter)
-    out = Path(args.out)
+    config_path = getattr(args, "config", None)
+    out = Path(args.out).expanduser()
+    check_out(out, store_root(config_path), args.force)
+    releases = latest_releases(config_path, args.quarter)
+    if args.force:  # only now, when every check passed: the earlier copies are kept beside the new ones
+        for name in [*releases, *(["README.md"] if args.format == "hf" else [])]:
+            set_aside(out / name)
     if args.format == "hf":
         from assets.release.card import export_hf
 

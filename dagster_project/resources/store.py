@@ -24,7 +24,7 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
-from dagster_project.resources.files import TMP_PREFIX, atomic_write
+from dagster_project.resources.files import TMP_PREFIX, atomic_write, pointed_folder
 from dagster_project.resources.web import WARC_SUFFIXES
 from schemas.frames import polars_schema, to_frame
 from schemas.records import QuarantineRecord
@@ -394,7 +394,7 @@ class StoreResource(dg.ConfigurableResource):
             name = self.get_bytes(f"releases/{quarter}/LATEST").decode().strip()
         except FileNotFoundError:
             return None
-        folder = self.base / "releases" / quarter / name
+        folder = pointed_folder(self.base / "releases" / quarter, name, f"{self.location}/releases/{quarter}/LATEST")
         if self.is_s3 and not folder.exists():
             scratch = Path(tempfile.mkdtemp(dir=self._mkparent(folder), prefix=TMP_PREFIX))
             try:
