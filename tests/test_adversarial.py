@@ -71,3 +71,19 @@ def test_too_few_natural_claims_to_train_on_is_said_not_guessed():
     natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
     scores, left_out, report = filter_detectable(natural, [c for c in claims if c.variant == "rectified"])
     assert scores == {} and left_out == set() and "fewer than 5 natural Intact claims" in report["skipped"]
+
+
+def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_path):
+    """With every rewrite a template there is nothing undetectable to prefer: the filter keeps as many as the release
+    needs, and publication is blocked with the rectified-style figure and what to change."""
+    from assets.release.release import select_undetectable
+    from dagster_project.config import PipelineResource
+
+    claims = quarter(n_natural=100, n_false=400, template_share=1.0)
+    chosen, report, adversarial = select_undetectable(claims, PipelineResource(release_size=400), ORDER_KEY)
+    assert report["feasible_size"] == 400 and adversarial["kept"] >= adversarial["needed"] > 0
+    ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
+    audit = shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)
+    assert audit["text_problems"][0].startswith(
+        "the text tells rewritten Intact claims from natural ones: rectified-style accuracy")
+    assert "stages.rectify_surplus" in audit["text_problems"][0]

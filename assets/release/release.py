@@ -255,6 +255,29 @@ def select_release(
     return chosen, report
 
 
+def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key: bytes) -> tuple[list, dict, dict]:
+    """``select_release`` after adversarial filtering: the rewrites a classifier tells from the natural Intact claims
+    are left out, as far as the release can spare them (it keeps as many as the selection uses), and the rest are
+    taken least detectable first. Returns the chosen claims, the selection's report and the filter's."""
+    args = (pipeline.release_size, pipeline.media_share, pipeline.text_duplicate_similarity,
+            pipeline.near_duplicate_distance)
+    variants = [c for c in pool if c.variant == "rectified"]
+    if not variants:
+        chosen, report = select_release(pool, *args, key=key)
+        return chosen, report, {"skipped": "no rewrite in the pool", "variants": 0, "left_out": 0}
+    first = select_release(pool, *args, key=key)[0]
+    needed = sum(c.variant == "rectified" for c in first)
+    # the Compromised half does not depend on the variants: those of its claims can serve no Intact half
+    taken = {c.claim_id for c in first if c.integrity.label == "compromised"}
+    usable = [c for c in variants if c.variant_of not in taken]
+    natural = [c for c in pool if c.variant == "original" and c.integrity.label == "intact"]
+    detectability, left_out, adversarial = filter_detectable(
+        natural, usable, keep_at_least=needed, seed=int(keyed(key, "adversarial filter")[:8], 16))
+    chosen, report = select_release([c for c in pool if c.claim_id not in left_out], *args, key=key,
+                                    detectability=detectability)
+    return chosen, report, {**adversarial, "needed": needed}
+
+
 def _score(verdict, digits: int = PUBLISHED_DECIMALS) -> ReleaseScore | None:
     """A verdict as published: its score rounded (bin*_published bins such a score with the rounding's tolerance)."""
     return None if verdict is None else ReleaseScore(score=round(verdict.score, digits), justification=verdict.justification)
@@ -573,13 +596,7 @@ def release(
         pool = [c for c in claims if c.claim_id not in gone]
     key = order_key(store)
     pool = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency
-    # the rewrites a classifier tells from natural Intact claims are left out; the rest go least detectable first
-    natural = [c for c in pool if c.variant == "original" and c.integrity.label == "intact"]
-    detectability, left_out, adversarial = filter_detectable(
-        natural, [c for c in pool if c.variant == "rectified"], seed=int(keyed(key, "adversarial filter")[:8], 16))
-    chosen, report = select_release([c for c in pool if c.claim_id not in left_out], pipeline.release_size,
-                                    pipeline.media_share, pipeline.text_duplicate_similarity,
-                                    pipeline.near_duplicate_distance, key=key, detectability=detectability)
+    chosen, report, adversarial = select_undetectable(pool, pipeline, key)
     report["allow_short_release"] = pipeline.allow_short_release
     chosen, release_claims, files, order = ordered_release(chosen, key)
     flags = [c.injection_flags for c in chosen]
