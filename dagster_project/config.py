@@ -107,6 +107,10 @@ class PipelineResource(dg.ConfigurableResource):
     injection_policy: str = "keep"
     # stage 6
     min_ratings: int = 3
+    # a property that members refused needs min_ratings less one per refusal, down to this (at least 2: the
+    # disagreement filter needs a spread); refusals are systematic (violent or sexual imagery), so requiring every
+    # member would lose exactly the claims about such media. Set it to min_ratings to drop every refused claim
+    refusal_min_ratings: int = 2
     max_rating_spread: float = 1.0
     # the fact-check article as evidence: whole up to this share of a member's context window (tokens), else its
     # end and its parts most relevant to the claim; the embedded demo model reads at most evidence_tokens_embedded
