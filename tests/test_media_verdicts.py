@@ -169,3 +169,35 @@ def test_a_stamp_is_the_verdict_phrase_alone(line, word, stamped):
     from assets.claims.normalized_claims import is_stamp
 
     assert is_stamp(line, word) is stamped
+
+
+def test_a_failed_question_about_a_medium_is_asked_again_then_drops_the_claim(store, tmp_path, monkeypatch):
+    """Issue 34: a claim whose medium could not be checked lost the medium and stayed text-only, its text still
+    saying "this photo". The failed filter question goes to the next member; when every member fails, or the file
+    cannot be read twice, the claim is dropped with its reason, never changed."""
+    from assets.claims.normalized_claims import normalize_claim
+    from dagster_project.config import PipelineResource
+
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    clean = as_medium(store.put_image(photo(seed=31)), origin="appearance", alt="the photo")
+    claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", quarter="2020Q2", language="en",
+                             claim_text="This photo shows a 5G mast burning in Hong Kong", media=[clean])
+
+    def panel(stub, modes):
+        return LLMResource(members=[EnsembleMember(name=f"m{i}", model="openai/scripted", api_base=stub.base(mode),
+                                                   api_key_env="STUB_KEY") for i, mode in enumerate(modes)],
+                           cache_path=str(tmp_path / f"{'-'.join(modes)}.sqlite"), num_retries=0)
+
+    with serving(filter_answers) as stub:
+        # the first member's answer fails, the second's keeps the photo: checked, kept
+        assert filter_media(claim, "en", panel(stub, ["broken", "keeps"]), store) == {}
+        normalized, reason, dropped = normalize_claim(claim, None, panel(stub, ["broken", "broken"]),
+                                                      PipelineResource(), store)
+    assert (normalized, reason) == (None, "media_check_failed:filter_failed")
+    assert dropped == [f"{clean.medium_id}:filter_failed"]
+    # an unreadable file (its path gone) is read twice, then the claim goes
+    gone = clean.model_copy(update={"medium_id": "gone", "path": "images/gone.jpg"})
+    with serving(filter_answers) as stub:
+        normalized, reason, _ = normalize_claim(claim.model_copy(update={"media": [gone]}), None,
+                                                panel(stub, ["keeps"]), PipelineResource(), store)
+    assert normalized is None and reason == "media_check_failed:ocr_failed"

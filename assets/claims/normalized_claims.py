@@ -247,13 +247,32 @@ def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_
     return ("in_text", in_text) if in_text else ("", "")
 
 
+# A question about a medium that failed: the claim is dropped with this reason, never kept without the medium (its
+# text may say "this photo"), nor with the medium unchecked.
+MEDIA_CHECK_FAILED = ("filter_failed", "ocr_failed")
+OCR_ATTEMPTS = 2  # an unreadable file is read again once before the claim goes
+
+
+def read_verdict_text(m: Medium, store: MediaStore, language: str, rating_text: str,
+                      ocr: TextCache | None) -> tuple[str, str] | str:
+    """media_verdict_text, read again on an unreadable file; after OCR_ATTEMPTS the failure as ``ocr_failed:<Type>``."""
+    for attempt in range(OCR_ATTEMPTS):
+        try:
+            return media_verdict_text(m, store, language, rating_text, ocr)
+        except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
+            failure = f"ocr_failed:{type(err).__name__}"
+    return failure
+
+
 def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,
                  ocr: TextCache | None = None, duplicate_distance: int = DUPLICATE_DISTANCE) -> dict[str, str]:
     """medium id -> why it goes, for the media that pass plain_drops: ``verdict_stamp`` when the OCR reads a verdict
-    stamp (the model is not asked: the stamp alone drops it), else the model's reason, or ``filter_failed`` when its
-    answer failed (never kept on a failure). A kept medium whose text uses a verdict word in a sentence stays, noted
-    as ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering member saw it)."""
-    member = llm.member_names()[0]
+    stamp (the model is not asked: the stamp alone drops it), else the model's reason. A failed question is asked
+    again: the OCR reads the file once more, and a failed filter answer goes to the next ensemble members in turn (a
+    failure they all share, or a second unreadable read, is ``filter_failed`` / ``ocr_failed:<Type>``, which drops
+    the claim: see normalize_claim). A kept medium whose text uses a verdict word in a sentence stays, noted as
+    ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering member saw it)."""
+    members = llm.member_names()
     plain = plain_drops(claim.media, duplicate_distance)
     verdicts: dict[str, str] = {}
     notes: dict[str, str] = {}
@@ -261,28 +280,36 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
     for m in claim.media:
         if m.medium_id in plain:
             continue
-        try:
-            found, _ = media_verdict_text(m, store, language, claim.rating_text, ocr)
-        except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
-            verdicts[m.medium_id] = f"ocr_failed:{type(err).__name__}"
+        found = read_verdict_text(m, store, language, claim.rating_text, ocr)
+        if isinstance(found, str):
+            verdicts[m.medium_id] = found
             continue
-        if found == "stamp":
+        if found[0] == "stamp":
             verdicts[m.medium_id] = "verdict_stamp"
             continue
-        if found == "in_text":
-            notes[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
+        if found[0] == "in_text":
+            notes[m.medium_id] = "in_text"
         asked.append(m)
-    answers = at_once(llm, [member], asked, lambda m: ask(  # the media's questions go out together
-        llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
-        claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin, source=m.source_url,
-    ))
-    for m, answer in zip(asked, answers):
+
+    def question(member: str, m: Medium):
+        return ask(llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
+                   claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin,
+                   source=m.source_url)
+
+    answers = dict(zip((m.medium_id for m in asked),  # the media's questions go out together
+                       zip([members[0]] * len(asked), at_once(llm, members[:1], asked, lambda m: question(members[0], m)))))
+    for member in members[1:]:  # the failed ones again, to the next member
+        again = [m for m in asked if answers[m.medium_id][1].parsed is None]
+        answers.update(zip((m.medium_id for m in again),
+                           zip([member] * len(again), at_once(llm, [member], again, lambda m: question(member, m)))))
+    for m in asked:
+        member, answer = answers[m.medium_id]
         if answer.parsed is None:
             verdicts[m.medium_id] = "filter_failed"
         elif answer.parsed["keep"] == "no":
             verdicts[m.medium_id] = answer.parsed["reason"]
         elif m.medium_id in notes:
-            verdicts[m.medium_id] = notes[m.medium_id]
+            verdicts[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
     return verdicts
 
 
@@ -301,8 +328,12 @@ def normalize_claim(
         return None, "injection_flagged", []
     member = llm.member_names()[0]
     language = claim.language or (article.language if article else "")
-    media, dropped = select_media(
-        claim, filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance), pipeline)
+    verdicts = filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance)
+    failed = sorted({v.split(":")[0] for v in verdicts.values() if v.split(":")[0] in MEDIA_CHECK_FAILED})
+    if failed:  # without the medium the claim would change (its text may say "this photo"), and unchecked it may leak
+        return None, f"media_check_failed:{failed[0]}", [f"{mid}:{v}" for mid, v in verdicts.items()
+                                                         if v.split(":")[0] in MEDIA_CHECK_FAILED]
+    media, dropped = select_media(claim, verdicts, pipeline)
     title = claim.title or (article.title if article else "")
     answer = ask(
         llm, member, "normalize_claim", ClaimTextAnswer, stage=STAGE, media=media, media_store=store,
