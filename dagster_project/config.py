@@ -1,5 +1,6 @@
 """The one config file (YAML) that chooses the sources, the web mode, the models, the store and the data dir."""
 
+from pathlib import Path
 from typing import Literal
 
 import dagster as dg
@@ -131,7 +132,8 @@ class PipelineResource(dg.ConfigurableResource):
     release_size: int = 1000
     # a pool too small for release_size fails the release gate; true publishes the smaller split, and its card says so
     allow_short_release: bool = False
-    # a demo configuration (the bundled snapshot): its releases are marked demo and may carry code_version unknown
+    # a demo configuration (the bundled snapshot): its releases are marked demo and may carry code_version unknown;
+    # only when every source is the bundled snapshot (demo/snapshot), so that no other config can skip the check
     demo: bool = False
     media_share: float = 0.8
     text_duplicate_similarity: float = 92.0
@@ -156,3 +158,10 @@ class PipelineResource(dg.ConfigurableResource):
     # leaderboard: the systems registry (one YAML per system) and the bootstrap resamples of its intervals
     systems_dir: str = str(PROJECT_ROOT / "systems")
     bootstrap_resamples: int = 2000
+
+    def demo_release(self) -> bool:
+        """Whether a release is the demo's own: ``demo`` set and every source under the bundled snapshot
+        (demo/snapshot). ``demo: true`` in another config marks nothing: its releases must name their code."""
+        snapshot = (PROJECT_ROOT / "demo" / "snapshot").resolve()
+        return self.demo and bool(self.sources) and all(
+            s.path and Path(s.path).resolve().is_relative_to(snapshot) for s in self.sources)
