@@ -201,3 +201,64 @@ def test_a_failed_question_about_a_medium_is_asked_again_then_drops_the_claim(st
         normalized, reason, _ = normalize_claim(claim.model_copy(update={"media": [gone]}), None,
                                                 panel(stub, ["keeps"]), PipelineResource(), store)
     assert normalized is None and reason == "media_check_failed:ocr_failed"
+
+
+def test_plain_drops_match_whole_words_in_the_claims_language():
+    """Issue 34: plain_drops matched substrings, so an article image captioned with a real claim about a stampede
+    (PesaCheck, 5pils), a "timestamp" or the Italian "virologo" went as the fact-checker's graphic unasked."""
+    from pathlib import Path
+
+    from assets.claims.normalized_claims import plain_drops
+
+    stampede = json.loads((Path(__file__).parent / "fixtures" / "5pils_stampede.json").read_text())[0]["claim"]
+
+    def image(mid, caption="", alt=""):
+        return Medium(medium_id=mid, kind="image", path=f"images/{mid}.jpg", width=640, height=480, origin="article",
+                      caption=caption, alt=alt)
+
+    media = [image("stampede", stampede), image("time", alt="Screenshot of the post with its timestamp"),
+             image("virologo", "Il virologo Roberto Burioni in televisione"), image("logo", alt="PesaCheck logo"),
+             image("timbro", "Il timbro di Facta sulla foto"), image("stamp", alt="FALSE stamp")]
+    assert plain_drops(media, -1, "en") == {"logo": "fact_checker_graphic", "stamp": "fact_checker_graphic"}
+    # Italian's own words count for a claim in Italian (English's for every language)
+    assert plain_drops(media, -1, "it") == {"logo": "fact_checker_graphic", "timbro": "fact_checker_graphic",
+                                            "stamp": "fact_checker_graphic"}
+
+
+@pytest.mark.parametrize("line, overlay", [
+    ("False information", "false information"),
+    ("FALSE INFORMATION", "false information"),
+    ("Checked by independent fact-checkers", "checked by independent fact checkers"),
+    ("Informazioni false", "informazioni false"),
+    ("Readers added context", "readers added context"),
+    ("Caution: Video flagged for unverified content", "caution video flagged for unverified content"),
+    ("This is false information about vaccines", ""),  # the post's own sentence
+    ("See why", ""),
+    ("Checked byindependent fact-checkers", "checked by independent fact checkers"),  # the OCR ran words together
+])
+def test_platform_overlays_are_stamps(line, overlay):
+    from assets.claims.normalized_claims import overlay_stamp
+
+    assert overlay_stamp(line) == overlay
+
+
+def test_every_platform_overlay_names_its_platform_language_and_source():
+    from assets.claims.overlays import PLATFORM_OVERLAYS
+
+    assert {p for p, *_ in PLATFORM_OVERLAYS} == {"meta", "x", "tiktok", "youtube"}
+    for platform, language, text, source in PLATFORM_OVERLAYS:
+        assert language in {"en", "de", "fr", "es", "pt", "it", "ar"} and text.strip(), (platform, text)
+        assert source.startswith(("https://", "http://")), text
+
+
+def test_the_ocr_reads_metas_false_information_overlay_as_a_stamp(store):
+    """Meta's overlay reads "False information": "information" is no stamp word, so before the platforms' overlays
+    the OCR found only a verdict word in text, and the image's fate hung on one member's answer."""
+    img = Image.new("RGB", (640, 480), (40, 40, 45))  # the overlay: white text on the post's darkened image
+    draw = ImageDraw.Draw(img)
+    draw.text((60, 200), "False information", font=ImageFont.load_default(size=36), fill=(255, 255, 255))
+    draw.text((60, 256), "Checked by independent fact-checkers", font=ImageFont.load_default(size=24), fill=(230, 230, 230))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=90)
+    overlaid = as_medium(store.put_image(buf.getvalue()))
+    assert media_verdict_text(overlaid, store, "en", "") == ("stamp", "false information")

@@ -11,8 +11,10 @@ from assets.common import (
     map_records,
     stable_id,
 )
+from assets.claims.languages import canonical_language
 from assets.claims.length import MEDIA_REF, bare_text, count_sentences, count_words
 from assets.claims.media_text import TextCache, ocr_engine, read_text
+from assets.claims.overlays import PLATFORM_OVERLAYS
 from assets.ensemble import ask, at_once, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from dagster_project.resources.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
@@ -179,15 +181,41 @@ def is_too_small(m: Medium) -> bool:
     return m.kind == "image" and min(m.width, m.height) < MIN_SIDE
 
 
-def plain_drops(media: list[Medium], duplicate_distance: int) -> dict[str, str]:
+# Words of an article image's alt text or caption that name the fact-checker's own graphic, per language (English's
+# for every language): whole words, so "stampede", "timestamp" and Italian "virologo" name no graphic.
+GRAPHIC_WORDS = {
+    "en": ("logo", "logos", "stamp", "badge", "watermark"),
+    "de": ("logo", "logos", "stempel", "siegel", "abzeichen"),
+    "fr": ("logo", "logos", "tampon", "cachet", "badge", "filigrane"),
+    "es": ("logo", "logos", "logotipo", "sello", "insignia"),
+    "pt": ("logo", "logos", "logotipo", "logomarca", "selo", "carimbo"),
+    "it": ("logo", "loghi", "logotipo", "timbro", "bollino"),
+    "ar": ("شعار", "ختم", "لوغو", "لوجو"),
+}
+
+
+@functools.cache
+def _graphic_pattern(language: str) -> re.Pattern:
+    words = {*GRAPHIC_WORDS["en"], *GRAPHIC_WORDS.get(canonical_language(language), ())}
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")(?!\w)",
+                      re.IGNORECASE)
+
+
+def names_a_graphic(text: str, language: str = "") -> bool:
+    """Whether an alt text or caption names the fact-checker's graphic (GRAPHIC_WORDS, as whole words)."""
+    return bool(_graphic_pattern(language or "en").search(text))
+
+
+def plain_drops(media: list[Medium], duplicate_distance: int, language: str = "") -> dict[str, str]:
     """Why media go without a model's say: an image too small to be more than an icon, the fact-checker's graphic
-    by its alt text or caption, or a near-duplicate of a medium preferred to it (the group's verdict is its first
-    medium's). Stage 5 asks the model about none of these, and ``veritas plan`` counts the same."""
+    by its alt text or caption (names_a_graphic, in the claim's ``language``), or a near-duplicate of a medium
+    preferred to it (the group's verdict is its first medium's). Stage 5 asks the model about none of these, and
+    ``veritas plan`` counts the same."""
     out: dict[str, str] = {}
     for m in media:
         if is_too_small(m):
             out[m.medium_id] = "too_small"
-        elif m.origin == "article" and any(t in (m.alt + " " + m.caption).lower() for t in ("logo", "stamp", "badge")):
+        elif m.origin == "article" and names_a_graphic(m.alt + " " + m.caption, language):
             out[m.medium_id] = "fact_checker_graphic"
     rest = sorted((m for m in media if m.medium_id not in out), key=preference)
     for group in near_duplicate_groups([(m.medium_id, m.phash) for m in rest if m.phash], duplicate_distance):
@@ -195,9 +223,11 @@ def plain_drops(media: list[Medium], duplicate_distance: int) -> dict[str, str]:
     return out
 
 
-def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: PipelineResource) -> tuple[list[Medium], list[str]]:
-    """Apply the plain drops (plain_drops) and the filter's verdicts, keep at most max_media, videos first."""
-    plain = plain_drops(claim.media, pipeline.near_duplicate_distance)
+def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: PipelineResource,
+                 language: str | None = None) -> tuple[list[Medium], list[str]]:
+    """Apply the plain drops (plain_drops, in ``language``, the claim's by default) and the filter's verdicts, keep at
+    most max_media, videos first."""
+    plain = plain_drops(claim.media, pipeline.near_duplicate_distance, claim.language if language is None else language)
     dropped, candidates = [], []
     for m in claim.media:
         reason = plain.get(m.medium_id) or keep.get(m.medium_id, "")
@@ -216,6 +246,30 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
 # words a fact-checker's stamp may carry beside its verdict phrase ("FACT CHECK: FALSE", "FAKE NEWS")
 STAMP_WORDS = {"fact", "check", "checked", "factcheck", "news", "rating", "verdict", "claim", "content", "photo",
                "image", "video"}
+
+
+OVERLAY_BUTTONS = {"see", "why", "learn", "more"}  # the buttons beside a platform's overlay ("See why")
+
+
+def _letters(text: str) -> list[str]:
+    return re.findall(r"[^\W\d_]+", text.casefold())
+
+
+_OVERLAYS = sorted({" ".join(_letters(text)) for _, _, text, _ in PLATFORM_OVERLAYS}, key=len, reverse=True)
+_UNSPACED_OVERLAYS = {o.replace(" ", ""): o for o in _OVERLAYS}  # the OCR may run an overlay's words together
+
+
+def overlay_stamp(line: str) -> str:
+    """The platform overlay (overlays.PLATFORM_OVERLAYS) a line of text read on a medium is, give or take stamp words
+    and the overlay's buttons, casefolded; else ''. "False information" on a screenshot of a Facebook post says the
+    verdict though "information" is no stamp word."""
+    rest, found = f" {' '.join(_letters(line))} ", ""
+    for overlay in _OVERLAYS:
+        if f" {overlay} " in rest:
+            rest, found = rest.replace(f" {overlay} ", " "), found or overlay
+    if found and all(t in STAMP_WORDS or t in OVERLAY_BUTTONS for t in rest.split()):
+        return found
+    return _UNSPACED_OVERLAYS.get("".join(_letters(line)), "")
 
 
 def is_stamp(line: str, word: str) -> bool:
@@ -240,6 +294,8 @@ def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_
     in_text = ""
     for path in [medium.path] if medium.kind == "image" else medium.frame_paths:
         for line in reader(store.read(path)).splitlines():
+            if overlay := overlay_stamp(line):  # a platform's own label on a screenshot of the post
+                return "stamp", overlay
             if word := verdict_leak(line, language, rating_text=rating_text):
                 if is_stamp(line, word):
                     return "stamp", word
@@ -273,7 +329,7 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
     the claim: see normalize_claim). A kept medium whose text uses a verdict word in a sentence stays, noted as
     ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering member saw it)."""
     members = llm.member_names()
-    plain = plain_drops(claim.media, duplicate_distance)
+    plain = plain_drops(claim.media, duplicate_distance, language)
     verdicts: dict[str, str] = {}
     notes: dict[str, str] = {}
     asked = []
@@ -333,7 +389,7 @@ def normalize_claim(
     if failed:  # without the medium the claim would change (its text may say "this photo"), and unchecked it may leak
         return None, f"media_check_failed:{failed[0]}", [f"{mid}:{v}" for mid, v in verdicts.items()
                                                          if v.split(":")[0] in MEDIA_CHECK_FAILED]
-    media, dropped = select_media(claim, verdicts, pipeline)
+    media, dropped = select_media(claim, verdicts, pipeline, language)
     title = claim.title or (article.title if article else "")
     answer = ask(
         llm, member, "normalize_claim", ClaimTextAnswer, stage=STAGE, media=media, media_store=store,
