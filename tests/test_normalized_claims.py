@@ -88,6 +88,22 @@ def test_a_rewrite_must_stay_in_the_claims_language(rewrite, language, original,
     assert check_claim_text(rewrite, media, language, PIPELINE, original=original) == reason
 
 
+@pytest.mark.parametrize("rewrite, language", [
+    # ingestion takes babel's codes: nb (Bokmål) and fil (Filipino), which py3langid knows as no and tl
+    ("Det er ikke sant at vaksinen inneholder mikrobrikker som sporer folk.", "nb"),
+    ("Det er ikke sant at vaksinen inneholder mikrobrikker som sporer folk.", "nb-NO"),
+    ("Det er ikkje sant at vaksinen inneheld mikrobrikker som sporar folk.", "nn"),
+    ("Hindi totoo na ang bakuna ay may microchip na sumusubaybay sa mga tao.", "fil"),
+    ("Hindi totoo na ang bakuna ay may microchip na sumusubaybay sa mga tao.", "tgl"),  # ISO 639-2/3
+])
+def test_a_rewrite_in_a_macrolanguage_or_an_iso_639_2_code_stays_in_its_language(rewrite, language):
+    """Issue 34: every rewrite of a claim tagged nb or fil was refused as language_changed."""
+    assert check_claim_text(rewrite, [], language, PIPELINE, original="x") == ""
+    # and a rewrite in English for such a claim is still caught
+    assert check_claim_text("The vaccine contains microchips that track people everywhere.", [], language, PIPELINE,
+                            original="x") == "language_changed"
+
+
 def test_check_claim_text():
     media = [medium("a"), medium("b", kind="video")]
     assert check_claim_text(f"<image:0> <video:1> {AFP_CLAIM}", media, "de", PIPELINE) == ""

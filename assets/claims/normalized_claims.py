@@ -56,8 +56,10 @@ def _phrase_pattern(phrases: set[str]) -> re.Pattern | None:
 
 
 def base_language(language: str) -> str:
-    """The language of a BCP 47 tag without its region or script: "pt-BR", "es-419", "zh_Hant" -> "pt", "es", "zh"."""
-    return (language or "").replace("_", "-").split("-")[0].strip().casefold()
+    """The language of a tag as one ISO 639-1 code (languages.canonical_language): without its region or script
+    ("pt-BR", "es-419", "zh_Hant" -> "pt", "es", "zh"), and with babel's and ISO 639-2/3 codes and the members of a
+    macrolanguage mapped to the code py3langid and the label scheme use ("nb" -> "no", "fil" -> "tl", "arb" -> "ar")."""
+    return canonical_language(language)
 
 
 class LeakVocabulary:
