@@ -61,6 +61,18 @@ LIEBER = ("Dr Charles Lieber was arrested by U.S. authorities for concealing Chi
     ("这段视频是旧的。它拍摄于2019年。第三句话！", "zh", 3, 12),
     ("この写真は2019年に撮影されたものです。", "ja", 1, 12),
     ("<image:0> 這段影片顯示台北的抗議。", "zh-TW", 1, 8),
+    # issue 34: a danda with no space after it still ends a sentence
+    ("प्रधानमंत्री ने कहा कि यह वीडियो पुराना है।यह 2019 का है।तीसरा वाक्य।", "hi", 3, 14),
+    ("यह वीडियो पुराना है।। यह 2019 का है", "hi", 2, 8),  # a double danda is one end
+    # Thai has no sentence punctuation: a space between two Thai words ends a sentence or clause
+    ("นายกรัฐมนตรีกล่าวว่าวัคซีนปลอดภัย ผู้เชี่ยวชาญยืนยันว่าไม่มีไมโครชิป ข่าวนี้แชร์กันในเฟซบุ๊ก", "th", 3, 23),
+    ("วัคซีนโควิด-19 มีไมโครชิป", "th", 1, 7),  # a space after a number or a Latin word ends nothing
+    # "No." before a numeral is no sentence end; "St." before "The" still is
+    ("No. 5 Main St. The house burned.", "en", 2, 7),
+    ("Nr. 5 der Hauptstraße ist abgebrannt. Das Haus ist leer.", "de", 2, 10),
+    # AVeriTeC dev claim 379: its two dashes are no words (32 tokens, 30 words)
+    ("US Congress voted 49-46 to add the repeal of Section 230 — legislation which shields online platforms from "
+     "liability for user-generated content — into the country’s annual defense bill in December 2020", "en", 1, 30),
 ])
 def test_length_limits_hold_in_every_script(text, language, sentences, words):
     assert (count_sentences(text, language), count_words(text)) == (sentences, words)
