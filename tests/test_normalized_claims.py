@@ -189,3 +189,81 @@ def test_own_rating_and_title_head_leak():
     assert verdict_leak(covid, "en", title="COVID-19: vaccines do not contain chips", original=covid) == ""
     assert verdict_phrase("A title without a head", whole=False) == ""
     assert check_claim_text(old, [], "en", PIPELINE, None, "", title, "Photo shows the flood") == "verdict_leak"
+
+
+# ---- issue 34: a verdict word inside reported speech, or part of the claim's own subject, is no leak -----------
+def averitec_claim(start: str) -> str:
+    """A real AVeriTeC dev claim, by the start of its text."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    with gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz", "rt", encoding="utf-8") as f:
+        return next(c["claim"] for c in json.load(f) if c["claim"].startswith(start))
+
+
+# the 68 real rating strings of tests/fixtures/factors_mapped_verdicts.txt, as a quarter's English ratings
+def factors_ratings() -> LeakVocabulary:
+    from pathlib import Path
+
+    words = (Path(__file__).parent / "fixtures" / "factors_mapped_verdicts.txt").read_text().split("\n")
+    return LeakVocabulary({"en": {w for w in words if w}})
+
+
+@pytest.mark.parametrize("start", [
+    "President Donald  J Trump said it [coronavirus] was a hoax",  # reported speech
+    "There is a scam involving Santander customers being sent fake bank cards",  # the claim's subject
+    "US President Donald Trump used a fabricated COVID-19 positive diagnosis",
+    "Distance between Gandhi and Green thread can determine if Rs 500 note is genuine or fake",
+    "Claims that there were links between Trumps 2016 election campaign and Russia were part of a hoax",
+    "False positives and rapid tests put the rate of infection near zero",
+    "The Radio Act in Canada makes it a crime to lie",  # with the ratings: "lie"
+    "Today, Nigeria grapples with multiple challenges",  # "multiple"
+    "Joe Biden\u2019s own chief of staff said that when Biden managed swine flu",  # "wrong", quoted
+    "Australian politician, Daniel Andrews said \u201cIn fact",  # "fact", quoted
+    "Other Countries Have Proved that the U.S. FDA Was Wrong",  # "wrong", the claim's own words
+])
+def test_real_claims_that_use_a_verdict_word_are_kept(start):
+    claim = averitec_claim(start)
+    assert check_claim_text(claim, [], "en", PIPELINE, factors_ratings(), original=claim) == "", claim
+
+
+@pytest.mark.parametrize("text", [
+    averitec_claim("Fact check: Harris"),
+    averitec_claim("False Facebook posts claim"),
+    averitec_claim("Video shared to make misleading claim"),
+    "Trump said the vaccine is safe, but this is false.",  # after a contrast, reported speech is over
+    "Hot steam cures the virus. False.",
+    "Hot steam cures the virus - FALSE",
+    "It is false that hot steam cures the virus.",
+])
+def test_a_verdict_about_the_claim_still_leaks(text):
+    assert check_claim_text(text, [], "en", PIPELINE, factors_ratings(), original=text) == "verdict_leak", text
+
+
+def test_arabic_claims_keep_a_rating_word_of_their_own_and_lose_the_verdict():
+    """Real Arabic ClaimReview claims (tests/fixtures/gfc_claims_verdict_words.json): "fake gold", "the rumour of his
+    death" and "correctly" are what the claims say; "but the claim is not true" is the fact-checker's verdict."""
+    import json
+    from pathlib import Path
+
+    records = json.loads((Path(__file__).parent / "fixtures" / "gfc_claims_verdict_words.json").read_text())
+    leaks = LeakVocabulary({"ar": {"صحيح", "غير صحيح", "خاطئ", "مزيف", "مضلل", "شائعة"}})
+    for record in records:
+        text = record["text"]
+        verdict = "الادعاء غير صحيح" in text or "الادعاء خاطئ" in text
+        assert (check_claim_text(text, [], "ar", PIPELINE, leaks, original=text) == "verdict_leak") is verdict, text
+
+
+def test_the_drops_on_averitec_dev_fall_to_the_real_leaks():
+    """Issue 34's measure (bench/verdict_leaks.py): the fact-checker's wording dropped for a verdict word, with the
+    real ratings as the quarter's phrases, 24 of 500 before; 6 after, each a verdict on the claim."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    with gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz", "rt", encoding="utf-8") as f:
+        claims = [c["claim"] for c in json.load(f)]
+    leaks = factors_ratings()
+    dropped = [c for c in claims if check_claim_text(c, [], "en", PIPELINE, leaks, original=c) == "verdict_leak"]
+    assert len(dropped) == 6, dropped

@@ -12,6 +12,7 @@ from assets.common import (
     stable_id,
 )
 from assets.claims.languages import canonical_language
+from assets.claims.leaks import reported_speech_mask, says_the_verdict
 from assets.claims.length import MEDIA_REF, bare_text, count_sentences, count_words
 from assets.claims.media_text import TextCache, ocr_engine, read_text
 from assets.claims.overlays import PLATFORM_OVERLAYS
@@ -88,14 +89,17 @@ class LeakVocabulary:
         rated = set().union(*(w for lang, w in self.ratings.items() if base_language(lang) == base))
         return {w.casefold() for w in listed} | rated
 
-    def find(self, text: str, language: str, own: tuple[str, ...] = ()) -> str:
-        """The first verdict word or phrase in ``text``: the language's vocabulary, then ``own`` (the claim's own
-        rating and its fact-check title's verdict phrase), or ''."""
+    def find(self, text: str, language: str, own: tuple[str, ...] = (), positional: bool = True) -> str:
+        """The first verdict word or phrase in ``text`` that says the verdict (leaks.says_the_verdict: not the
+        claim's own subject, not reported speech): the language's vocabulary, then ``own`` (the claim's own rating
+        and its fact-check title's verdict phrase), or ''. ``positional`` off: the first one anywhere."""
         if language not in self._patterns:
             self._patterns[language] = _phrase_pattern(self.words(language))
+        masked = reported_speech_mask(text, language) if positional else text
         for pattern in (self._patterns[language], _phrase_pattern({w for w in own if w})):
-            if pattern is not None and (match := pattern.search(text)):
-                return match.group(1)
+            for match in pattern.finditer(masked) if pattern is not None else ():
+                if not positional or says_the_verdict(masked, match.start(), match.end(), language):
+                    return match.group(1)
         return ""
 
 
@@ -103,14 +107,16 @@ SCHEME_ONLY = LeakVocabulary()
 
 
 def verdict_leak(text: str, language: str, leaks: LeakVocabulary | None = None, rating_text: str = "",
-                 title: str = "", original: str = "") -> str:
-    """The first verdict word in the text, or ''. Besides the vocabulary, the claim's own rating and the head of
-    its fact-check title ("Old photo: ...") count; a head that the claim as reviewed (``original``) also says is
-    its topic ("COVID-19: ..."), not a verdict."""
+                 title: str = "", original: str = "", positional: bool = True) -> str:
+    """The first verdict word in the text that says the verdict, or ''. Besides the vocabulary, the claim's own
+    rating and the head of its fact-check title ("Old photo: ...") count; a head that the claim as reviewed
+    (``original``) also says is its topic ("COVID-19: ..."), not a verdict. A verdict word that is part of what the
+    claim says ("fake bank cards") or of reported speech ("Trump said it was a hoax") is no leak (assets/claims/
+    leaks.py); ``positional`` off, every verdict word is (the OCR's lines, whose stamps is_stamp tells apart)."""
     head = verdict_phrase(title, whole=False)
     if head and head in original.casefold():
         head = ""
-    return (leaks or SCHEME_ONLY).find(text, language or "en", (verdict_phrase(rating_text), head))
+    return (leaks or SCHEME_ONLY).find(text, language or "en", (verdict_phrase(rating_text), head), positional)
 
 
 # A rewrite is in another language when py3langid gives that one at least LANGUAGE_SURE and the claim's own language
@@ -298,7 +304,7 @@ def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_
         for line in reader(store.read(path)).splitlines():
             if overlay := overlay_stamp(line):  # a platform's own label on a screenshot of the post
                 return "stamp", overlay
-            if word := verdict_leak(line, language, rating_text=rating_text):
+            if word := verdict_leak(line, language, rating_text=rating_text, positional=False):
                 if is_stamp(line, word):
                     return "stamp", word
                 in_text = in_text or word
