@@ -144,3 +144,23 @@ def test_refusal_losses_by_media_kind_and_category_reach_the_card(monkeypatch):
     card = integrity_markdown({"failed_answers": report})
     assert "## Failed model answers" in card and "| image | compromised | 2 | 50.0% |" in card
     assert any("image/compromised 2 (50.0%)" in line for line in failed_answers_lines(report))
+
+
+def test_the_release_reads_the_quarters_failed_answers_from_stage_6s_metadata(monkeypatch):
+    import json
+
+    import dagster as dg
+
+    from assets.claims.failures import stage_failed_answers
+    from dagster_project.quarters import to_key
+
+    faults = lambda text, member, prompt: "refusal" if member == "c" else ""  # noqa: E731
+    _, stats = run(monkeypatch, [claim(1)], faults, PipelineResource(score="all"))
+    instance = dg.DagsterInstance.ephemeral()
+    assert stage_failed_answers(instance, "2020Q2") == {}
+    instance.report_runless_asset_event(dg.AssetMaterialization(
+        asset_key="scored_claims", partition=to_key("2020Q2"),
+        metadata={"failed_answers_json": stats.extra["failed_answers_json"]}))
+    report = stage_failed_answers(instance, "2020Q2")
+    assert report == json.loads(stats.extra["failed_answers_json"]) and report["kinds"]["refusal"] == 1
+    assert "| c | veracity | 1 | 0 | 0 | 0 |" in integrity_markdown({"failed_answers": report})

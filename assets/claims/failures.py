@@ -1,6 +1,8 @@
 """Failed model answers of stage 6 (refusals, timeouts, invalid answers): their kinds, and their counts as the stage
-metadata, ``veritas yields`` and the release card show them. No Dagster or model import: the card and the CLI read it."""
+metadata, ``veritas yields`` and the release card show them. No Dagster or model import at the top: the card and the
+CLI read it. The release puts ``stage_failed_answers`` into its manifest as ``failed_answers``."""
 
+import json
 from typing import NamedTuple
 
 FAILURE_KINDS = ("refusal", "timeout", "invalid_output", "transport")
@@ -80,3 +82,13 @@ def failed_answers_markdown(report: dict, heading: str = "##") -> str:
         + "---|" * len(FAILURE_KINDS) + f"\n{rows}\n\nClaims lost to refusals, by media kind and by the category "
         "the fact-checker's rating predicts, as a share of the claims scored in that group: what this release "
         f"under-represents.\n\n| media | category | lost | share |\n|---|---|---|---|\n{losses}")
+
+
+def stage_failed_answers(instance, quarter: str) -> dict:
+    """The failed answers of a quarter's latest stage-6 run (its metadata's ``failed_answers_json``) as the manifest's
+    ``failed_answers`` that the card reads; {} before stage 6 ran or when it recorded none."""
+    from dagster_project.history import latest_materialization
+
+    record = latest_materialization(instance, "scored_claims", quarter)
+    entry = record.asset_materialization.metadata.get("failed_answers_json") if record else None
+    return json.loads(entry.value) if entry is not None else {}
