@@ -183,6 +183,7 @@ def format_funnel(report: dict, note: str = "") -> str:
         rate = "n/a" if llm["hit_rate"] is None else f"{llm['hit_rate']:.1%}"
         lines.append(f"  llm: {llm['calls']} calls, cache hit rate {rate}, cost ${llm['cost_usd']:.4f}")
     lines += way_lines(report)
+    lines += failed_answer_lines(report["stages"])
     lines += integrity_lines(report["stages"])
     for name, check in sorted(report.get("checks", {}).items()):
         if not check["passed"]:
@@ -207,6 +208,14 @@ def way_lines(report: dict) -> list[str]:
                 ways.append(f"{way} {t['served']}/{t['tried']}" + (f" ({failed})" if failed else ""))
         lines.append(f"  ways in, {platform}{media}: " + "; ".join(ways))
     return lines
+
+
+def failed_answer_lines(stages: dict) -> list[str]:
+    """Stage 6's refusals, timeouts and invalid answers per member and property, and the claims lost to them."""
+    from assets.claims.failures import failed_answers_lines, failed_answers_report
+
+    extras = stages.get("scored_claims", {}).get("extras", {})
+    return [f"  {line}" for line in failed_answers_lines(failed_answers_report(extras))]
 
 
 def integrity_lines(stages: dict) -> list[str]:

@@ -3,6 +3,7 @@
 import inspect
 import os
 import typing
+from pathlib import Path
 from typing import Any, Literal
 
 import dagster as dg
@@ -114,6 +115,10 @@ class PipelineResource(dg.ConfigurableResource):
     injection_policy: str = "keep"
     # stage 6
     min_ratings: int = Field(3, ge=1)
+    # a property that members refused needs min_ratings less one per refusal, down to this (at least 2: the
+    # disagreement filter needs a spread); refusals are systematic (violent or sexual imagery), so requiring every
+    # member would lose exactly the claims about such media. Set it to min_ratings to drop every refused claim
+    refusal_min_ratings: int = Field(2, ge=2)
     max_rating_spread: float = Field(1.0, ge=0)
     # the fact-check article as evidence: whole up to this share of a member's context window (tokens), else its
     # end and its parts most relevant to the claim; the embedded demo model reads at most evidence_tokens_embedded
@@ -143,7 +148,8 @@ class PipelineResource(dg.ConfigurableResource):
     release_size: int = Field(1000, gt=0)
     # a pool too small for release_size fails the release gate; true publishes the smaller split, and its card says so
     allow_short_release: bool = False
-    # a demo configuration (the bundled snapshot): its releases are marked demo and may carry code_version unknown
+    # a demo configuration (the bundled snapshot): its releases are marked demo and may carry code_version unknown;
+    # only when every source is the bundled snapshot (demo/snapshot), so that no other config can skip the check
     demo: bool = False
     media_share: float = Field(0.8, ge=0, le=1)
     text_duplicate_similarity: float = Field(92.0, ge=0, le=100)
@@ -168,6 +174,13 @@ class PipelineResource(dg.ConfigurableResource):
     # leaderboard: the systems registry (one YAML per system) and the bootstrap resamples of its intervals
     systems_dir: str = str(PROJECT_ROOT / "systems")
     bootstrap_resamples: int = Field(2000, ge=1)
+
+    def demo_release(self) -> bool:
+        """Whether a release is the demo's own: ``demo`` set and every source under the bundled snapshot
+        (demo/snapshot). ``demo: true`` in another config marks nothing: its releases must name their code."""
+        snapshot = (PROJECT_ROOT / "demo" / "snapshot").resolve()
+        return self.demo and bool(self.sources) and all(
+            s.path and Path(s.path).resolve().is_relative_to(snapshot) for s in self.sources)
 
 
 # ---- checking a config file against the resources that read it ------------------------------------------------------

@@ -244,3 +244,39 @@ def test_evaluation_asset_reads_the_recurring_marks(tmp_path):
     after = json.loads((store.base / "reports/2026Q1/evaluation.json").read_text())["longitudinal"]["s"]["after"]
     assert after["n"] == 2 and after["recurring_left_out"] == 1 and after["mse"] == 0.5
     assert result.asset_materializations_for_node("evaluation")[0].metadata["claims_recurring"].value == 1
+
+
+def published_scores() -> list[float]:
+    """Every score a release can publish: a mean of 1 to 4 raters' thirds, rounded to 2 decimals (+-1/6 as +-0.17,
+    +-1/3 as +-0.33, +-5/6 as +-0.83, the rounded cuts among them)."""
+    from itertools import combinations_with_replacement
+
+    thirds = [k / 3 for k in range(-3, 4)]
+    return sorted({round(sum(c) / n, 2) for n in range(1, 5) for c in combinations_with_replacement(thirds, n)})
+
+
+def test_a_copy_of_the_gold_scores_1_on_every_metric():
+    """Issue 34: gold was binned with the rounding's tolerance and predictions strictly, so a system that submits
+    the release's own scores got 7-bin 0.999 on integrity (a claim at -0.17, -1/6 published) and 0.9986 on
+    veracity. Both sides are binned by one rule now."""
+    scores = published_scores()
+    assert {-0.17, 0.17, -0.33, 0.33, -0.83, 0.83} <= set(scores)
+    claims = [ReleaseClaim.model_validate({
+        "id": i, "text": "t <image:0>", "date": "2025-08-01", "language": "en", "review_url": f"https://x.org/{i}",
+        "media": [{"type": "image", "id": 1000 + i, "file_path": f"images/{1000 + i}.jpg",
+                   "authenticity": {"score": s, "justification": ""},
+                   "contextualization": {"score": s, "justification": ""}}],
+        "veracity": {"score": s, "justification": ""}, "context_coverage": {"score": s, "justification": ""},
+        "integrity": {"score": s, "decisive_property": "veracity"},
+    }) for i, s in enumerate(scores)]
+    copy = [Prediction(claim_id=c.id, quarter="2025Q3", system="gold", integrity=c.integrity.score,
+                       veracity=c.veracity.score, context_coverage=c.context_coverage.score,
+                       media=[PredictedMedium(id=m.id, authenticity=m.authenticity.score,
+                                              contextualization=m.contextualization.score) for m in c.media])
+            for c in claims]
+    report = evaluate(claims, copy, "2025Q3")
+    assert set(report["property"]) == {"integrity", "veracity", "context_coverage", "authenticity", "contextualization"}
+    for prop, m in report["property"].items():
+        assert (m["n"], m["mse"], m["mae"], m["acc3"], m["acc7"]) == (len(scores), 0.0, 0.0, 1.0, 1.0), prop
+    for matrix in (report["confusion3"]["matrix"], report["confusion7"]["matrix"]):
+        assert sum(v for i, row in enumerate(matrix) for j, v in enumerate(row) if i != j) == 0

@@ -169,3 +169,96 @@ def test_a_stamp_is_the_verdict_phrase_alone(line, word, stamped):
     from assets.claims.normalized_claims import is_stamp
 
     assert is_stamp(line, word) is stamped
+
+
+def test_a_failed_question_about_a_medium_is_asked_again_then_drops_the_claim(store, tmp_path, monkeypatch):
+    """Issue 34: a claim whose medium could not be checked lost the medium and stayed text-only, its text still
+    saying "this photo". The failed filter question goes to the next member; when every member fails, or the file
+    cannot be read twice, the claim is dropped with its reason, never changed."""
+    from assets.claims.normalized_claims import normalize_claim
+    from dagster_project.config import PipelineResource
+
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    clean = as_medium(store.put_image(photo(seed=31)), origin="appearance", alt="the photo")
+    claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", quarter="2020Q2", language="en",
+                             claim_text="This photo shows a 5G mast burning in Hong Kong", media=[clean])
+
+    def panel(stub, modes):
+        return LLMResource(members=[EnsembleMember(name=f"m{i}", model="openai/scripted", api_base=stub.base(mode),
+                                                   api_key_env="STUB_KEY") for i, mode in enumerate(modes)],
+                           cache_path=str(tmp_path / f"{'-'.join(modes)}.sqlite"), num_retries=0)
+
+    with serving(filter_answers) as stub:
+        # the first member's answer fails, the second's keeps the photo: checked, kept
+        assert filter_media(claim, "en", panel(stub, ["broken", "keeps"]), store) == {}
+        normalized, reason, dropped = normalize_claim(claim, None, panel(stub, ["broken", "broken"]),
+                                                      PipelineResource(), store)
+    assert (normalized, reason) == (None, "media_check_failed:filter_failed")
+    assert dropped == [f"{clean.medium_id}:filter_failed"]
+    # an unreadable file (its path gone) is read twice, then the claim goes
+    gone = clean.model_copy(update={"medium_id": "gone", "path": "images/gone.jpg"})
+    with serving(filter_answers) as stub:
+        normalized, reason, _ = normalize_claim(claim.model_copy(update={"media": [gone]}), None,
+                                                panel(stub, ["keeps"]), PipelineResource(), store)
+    assert normalized is None and reason == "media_check_failed:ocr_failed"
+
+
+def test_plain_drops_match_whole_words_in_the_claims_language():
+    """Issue 34: plain_drops matched substrings, so an article image captioned with a real claim about a stampede
+    (PesaCheck, 5pils), a "timestamp" or the Italian "virologo" went as the fact-checker's graphic unasked."""
+    from pathlib import Path
+
+    from assets.claims.normalized_claims import plain_drops
+
+    stampede = json.loads((Path(__file__).parent / "fixtures" / "5pils_stampede.json").read_text())[0]["claim"]
+
+    def image(mid, caption="", alt=""):
+        return Medium(medium_id=mid, kind="image", path=f"images/{mid}.jpg", width=640, height=480, origin="article",
+                      caption=caption, alt=alt)
+
+    media = [image("stampede", stampede), image("time", alt="Screenshot of the post with its timestamp"),
+             image("virologo", "Il virologo Roberto Burioni in televisione"), image("logo", alt="PesaCheck logo"),
+             image("timbro", "Il timbro di Facta sulla foto"), image("stamp", alt="FALSE stamp")]
+    assert plain_drops(media, -1, "en") == {"logo": "fact_checker_graphic", "stamp": "fact_checker_graphic"}
+    # Italian's own words count for a claim in Italian (English's for every language)
+    assert plain_drops(media, -1, "it") == {"logo": "fact_checker_graphic", "timbro": "fact_checker_graphic",
+                                            "stamp": "fact_checker_graphic"}
+
+
+@pytest.mark.parametrize("line, overlay", [
+    ("False information", "false information"),
+    ("FALSE INFORMATION", "false information"),
+    ("Checked by independent fact-checkers", "checked by independent fact checkers"),
+    ("Informazioni false", "informazioni false"),
+    ("Readers added context", "readers added context"),
+    ("Caution: Video flagged for unverified content", "caution video flagged for unverified content"),
+    ("This is false information about vaccines", ""),  # the post's own sentence
+    ("See why", ""),
+    ("Checked byindependent fact-checkers", "checked by independent fact checkers"),  # the OCR ran words together
+])
+def test_platform_overlays_are_stamps(line, overlay):
+    from assets.claims.normalized_claims import overlay_stamp
+
+    assert overlay_stamp(line) == overlay
+
+
+def test_every_platform_overlay_names_its_platform_language_and_source():
+    from assets.claims.overlays import PLATFORM_OVERLAYS
+
+    assert {p for p, *_ in PLATFORM_OVERLAYS} == {"meta", "x", "tiktok", "youtube"}
+    for platform, language, text, source in PLATFORM_OVERLAYS:
+        assert language in {"en", "de", "fr", "es", "pt", "it", "ar"} and text.strip(), (platform, text)
+        assert source.startswith(("https://", "http://")), text
+
+
+def test_the_ocr_reads_metas_false_information_overlay_as_a_stamp(store):
+    """Meta's overlay reads "False information": "information" is no stamp word, so before the platforms' overlays
+    the OCR found only a verdict word in text, and the image's fate hung on one member's answer."""
+    img = Image.new("RGB", (640, 480), (40, 40, 45))  # the overlay: white text on the post's darkened image
+    draw = ImageDraw.Draw(img)
+    draw.text((60, 200), "False information", font=ImageFont.load_default(size=36), fill=(255, 255, 255))
+    draw.text((60, 256), "Checked by independent fact-checkers", font=ImageFont.load_default(size=24), fill=(230, 230, 230))
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=90)
+    overlaid = as_medium(store.put_image(buf.getvalue()))
+    assert media_verdict_text(overlaid, store, "en", "") == ("stamp", "false information")

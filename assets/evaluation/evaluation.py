@@ -19,7 +19,7 @@ import polars as pl
 from assets.common import quarter_of_context, stage_asset
 from assets.evaluation.predictions import MiB, load_release, parse_json, read_json, read_text, reject_constant
 from assets.release.recurring import recurring_ids
-from assets.claims.scored_claims import bin3, bin3_published, bin7, bin7_published
+from assets.claims.bins import bin3_published, bin7_published
 from assets.evaluation.verifier_contamination import (
     check_claim,
     contamination_report,
@@ -38,8 +38,15 @@ PROPERTIES = ("integrity", "veracity", "context_coverage", "authenticity", "cont
 MODALITIES = ("text", "image", "video")
 LABELS3 = ("compromised", "unknown", "intact")
 # 3-bin accuracy uses the spec's convention: Intact only above 1/3, boundaries in the inner bin (not >= 0.33).
-# Gold scores are published rounded to 2 decimals (1/6 as 0.17): they are binned with the rounding's tolerance
-# (bin*_published), so a gold score on a cut stays on it; predictions are binned as given.
+# Gold scores are published rounded to 2 decimals (1/6 as 0.17). Gold and predictions are binned by one rule, the
+# rounding's tolerance at the cuts (bin*_published): a score within 0.005 of a cut is on it, so a copy of the gold
+# lands in the gold's bins (binned strictly, a prediction of -0.17 was bin 2 against the gold's 3). The reference's
+# metric bins strictly: where the two differ is docs/concepts/labels.md, "Bins".
+
+
+def binned(score: float, bins: int = 3):
+    """The 3-bin label or 7-bin index of a gold or predicted score, by the one rule of both sides."""
+    return bin3_published(score) if bins == 3 else bin7_published(score)
 
 
 def modality(claim: ReleaseClaim) -> str:
@@ -93,13 +100,13 @@ def metrics(rows: list[dict]) -> dict:
 
 
 def hit3(row: dict) -> bool:
-    """Whether a (gold, pred) row's prediction is in the gold's 3-bin class; gold is binned as published (rounded)."""
-    return bin3_published(row["gold"]) == bin3(row["pred"])
+    """Whether a (gold, pred) row's prediction is in the gold's 3-bin class, both binned by one rule (``binned``)."""
+    return binned(row["gold"], 3) == binned(row["pred"], 3)
 
 
 def hit7(row: dict) -> bool:
     """``hit3`` in the 7-bin scheme."""
-    return bin7_published(row["gold"]) == bin7(row["pred"])
+    return binned(row["gold"], 7) == binned(row["pred"], 7)
 
 
 def integrity_errors(gold: list[ReleaseClaim], predictions: list[Prediction]) -> list[float]:
@@ -122,10 +129,9 @@ def confusion(rows: list[dict], bins: int = 3) -> dict:
     """Gold (rows) x predicted (columns) counts in the 3-bin or 7-bin scheme."""
     labels = list(LABELS3) if bins == 3 else list(range(7))
     index = {label: i for i, label in enumerate(labels)}
-    binner, gold_binner = (bin3, bin3_published) if bins == 3 else (bin7, bin7_published)
     matrix = [[0] * len(labels) for _ in labels]
     for r in rows:
-        matrix[index[gold_binner(r["gold"])]][index[binner(r["pred"])]] += 1
+        matrix[index[binned(r["gold"], bins)]][index[binned(r["pred"], bins)]] += 1
     return {"labels": labels, "matrix": matrix}
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import polars as pl
 import yaml
 
+from assets.claims.failures import failed_answers_lines, failed_answers_markdown
+
 #: The AVeriTeC and AVerImaTeC benchmarks this one follows are released under CC BY-NC 4.0.
 LICENSE = "cc-by-nc-4.0"
 LICENSE_URL = "https://creativecommons.org/licenses/by-nc/4.0/"
@@ -134,7 +136,8 @@ def croissant(folder: Path, quarter: str, release_version: str = "") -> dict:
 
 def integrity_markdown(report: dict, heading: str = "##") -> str:
     """What a reader needs to judge the labels and the split, from a release's manifest (or the same keys before it
-    is written): the order check, the ensemble's reliability, the shortcut audit and the recurring claims."""
+    is written): the order check, the ensemble's reliability, the shortcut audit, stage 6's failed answers
+    (``failed_answers``, see assets/claims/failures.py) and the recurring claims."""
     from assets.release.audit import audit_markdown
 
     parts = [f"{heading} Short release\n\n{note}"] if (note := short_release_note(report)) else []
@@ -171,6 +174,8 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
         parts.append(f"{heading} Rewritten claims\n\n{rewritten}")
     if note := vision_note(report):
         parts.append(f"{heading} Media seen by the raters\n\n{note}")
+    if failed := failed_answers_markdown(report.get("failed_answers") or {}, heading):
+        parts.append(failed)
     recurring = report.get("recurring")
     if recurring:
         parts.append(
@@ -272,6 +277,7 @@ def integrity_summary(report: dict) -> list[str]:
         lines.append(f"Krippendorff's alpha ({scope} claims): {alpha_line(props) or 'no units'}")
     if report.get("shortcut_audit"):
         lines.append(audit_line(report["shortcut_audit"]))
+    lines += failed_answers_lines(report.get("failed_answers") or {})
     if report.get("recurring"):
         r = report["recurring"]
         lines.append(f"recurring from earlier releases ({r['mode']}): {r['count']} claims ({r['share']:.1%})"

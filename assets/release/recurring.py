@@ -11,6 +11,7 @@ A, B the sorted token sets joined by spaces and S the intersection joined, token
 L1 distance of the character counts of A and B (the shared tokens cancel), and more so of counts folded into bins.
 """
 
+import itertools
 import json
 import re
 from functools import lru_cache
@@ -21,6 +22,7 @@ from rapidfuzz import fuzz, process
 from scipy.sparse import csr_matrix
 from scipy.spatial.distance import cdist
 
+from assets.claims.negation import polarity
 from assets.claims.normalized_claims import MEDIA_REF
 from dagster_project.quarters import to_label
 from dagster_project.resources.media import hash_words, image_phash
@@ -53,16 +55,33 @@ def comparable_lengths(a, b):
     return np.minimum(a, b) >= MIN_LENGTH_SHARE * np.maximum(a, b)
 
 
+# token_set_ratio scores "Video shows X" against "Video does not show X" at 100 (the words of one are in the other):
+# a claim and its negation, or its hedged form, would be one. Near-duplicates also hold the same negation and hedge
+# words (negation.polarity), as they have comparable lengths.
+_POLARITY_IDS: dict[frozenset, int] = {}
+_NEXT_ID = itertools.count()  # next() is atomic: two sets never share a number
+
+
+def polarity_id(text: str) -> int:
+    """A number per distinct set of negation and hedge words (negation.polarity): equal numbers, equal sets."""
+    words = polarity(text)
+    return _POLARITY_IDS[words] if words in _POLARITY_IDS else _POLARITY_IDS.setdefault(words, next(_NEXT_ID))
+
+
 def near_duplicate(a: str, b: str, similarity: float) -> bool:
-    """Two compared texts are near-duplicates: SCORER reaches ``similarity`` and their lengths are comparable."""
-    return bool(comparable_lengths(_length(a), _length(b))) and SCORER(a, b, score_cutoff=similarity) >= similarity
+    """Two compared texts are near-duplicates: SCORER reaches ``similarity``, their lengths are comparable and they
+    hold the same negation and hedge words."""
+    return (bool(comparable_lengths(_length(a), _length(b))) and polarity(a) == polarity(b)
+            and SCORER(a, b, score_cutoff=similarity) >= similarity)
 
 
 def first_near_duplicate(text: str, others: list[str], similarity: float) -> int | None:
     """The index of the best-scoring text of ``others`` (the first of equals) that ``text`` nearly duplicates."""
     if not others:
         return None
-    keep = np.flatnonzero(comparable_lengths(_length(text), np.fromiter(map(_length, others), float, len(others))))
+    sign = polarity_id(text)
+    keep = np.flatnonzero(comparable_lengths(_length(text), np.fromiter(map(_length, others), float, len(others)))
+                          & (np.fromiter(map(polarity_id, others), int, len(others)) == sign))
     best = process.extractOne(text, [others[i] for i in keep], scorer=SCORER, score_cutoff=similarity)
     return None if best is None else int(keep[best[2]])
 
@@ -112,6 +131,7 @@ class _Texts:
         self.texts, self.vocab = texts, vocab
         self.lengths, self.counts = np.zeros(len(texts)), np.zeros((len(texts), BINS))
         self.sizes = np.zeros(len(texts))  # the texts' lengths as the near-duplicate guard measures them
+        self.signs = np.fromiter(map(polarity_id, texts), int, len(texts))  # their negation and hedge words
         indices, weights, indptr = [], [], [0]
         for i, text in enumerate(texts):
             tokens = token_set(text)
@@ -131,9 +151,10 @@ class _Texts:
 
 def _text_matches(mine: _Texts, rows: list[int], theirs: _Texts, similarity: float) -> dict[int, int]:
     """Row of ``mine`` -> index of the best-scoring text of ``theirs`` (the first of equals) reaching ``similarity``,
-    among those of comparable length (``comparable_lengths``)."""
+    among those of comparable length (``comparable_lengths``) with the same negation and hedge words."""
     texts = [mine.texts[i] for i in rows]
-    comparable = comparable_lengths(mine.sizes[rows, None], theirs.sizes[None, :])
+    comparable = comparable_lengths(mine.sizes[rows, None], theirs.sizes[None, :]) & (
+        mine.signs[rows, None] == theirs.signs[None, :])
     if SCORER is not fuzz.token_set_ratio:  # no bound known for another scorer: score every pair
         scores = process.cdist(texts, theirs.texts, scorer=SCORER, score_cutoff=similarity, dtype=np.float64, workers=-1)
         scores[~comparable] = 0

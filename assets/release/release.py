@@ -348,13 +348,20 @@ def media_phashes(chosen: list[ScoredClaim], claims: list[ReleaseClaim]) -> dict
 
 
 def code_version() -> str:
-    """The commit the code comes from: the checkout's HEAD, else $VERITAS_CODE_VERSION (an installed copy), else
-    "unknown" (which fails the release gate outside a demo)."""
-    try:
-        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=5)
-        head = out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        head = ""
+    """The commit the code comes from: the checkout's HEAD, with "-dirty" when tracked files differ from it (the
+    release was built from code no commit holds), else $VERITAS_CODE_VERSION (an installed copy), else "unknown"
+    (which fails the release gate outside the demo)."""
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], check=False, capture_output=True, text=True,
+                                 timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    head = git("rev-parse", "HEAD")
+    if head and git("status", "--porcelain", "--untracked-files=no"):
+        head += "-dirty"
     return head or os.environ.get("VERITAS_CODE_VERSION", "").strip() or "unknown"
 
 
@@ -611,7 +618,7 @@ def release(
         "version": version,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "code_version": code_version(),
-        "demo": pipeline.demo,
+        "demo": pipeline.demo_release(),  # demo: true counts only for the bundled snapshot
         "prompt_versions": {p.stem: template_hash(p.stem) for p in sorted(PROMPTS_DIR.glob("[!_]*.j2"))},
         "models": llm.model_set(),
         "model_diversity": model_diversity(llm.model_set()),

@@ -92,7 +92,8 @@ class Planner:
         first = self.llm.member_names()[0]
         for c in claims:
             article = articles.get(c.review_id)
-            plain = plain_drops(c.media, self.pipeline.near_duplicate_distance)
+            plain = plain_drops(c.media, self.pipeline.near_duplicate_distance,
+                                c.language or (article.language if article else ""))
             for m in c.media:
                 if m.medium_id not in plain:
                     self.ask(est, first, "media_filter", media=[m], claim=c.claim_text, kind=m.kind, alt=m.alt,
@@ -109,7 +110,7 @@ class Planner:
         article's own images are the fact-checker's graphics, stamps and copies of the post's)."""
         from assets.claims.normalized_claims import plain_drops, preference
 
-        plain = plain_drops(claim.media, self.pipeline.near_duplicate_distance)
+        plain = plain_drops(claim.media, self.pipeline.near_duplicate_distance, claim.language)
         kept = sorted((m for m in claim.media if m.medium_id not in plain and m.origin == "appearance"), key=preference)
         return kept[: self.pipeline.max_media]
 
