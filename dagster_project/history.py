@@ -29,6 +29,15 @@ def latest_materialization(instance, asset: str, quarter: str):
     return records[0] if records else None
 
 
+def latest_json(instance, asset: str, quarter: str, key: str) -> dict:
+    """A JSON metadata entry (``key``) of the latest materialization of ``asset`` for ``quarter``; {} when absent."""
+    import json
+
+    record = latest_materialization(instance, asset, quarter)
+    entry = record.asset_materialization.metadata.get(key) if record else None
+    return json.loads(entry.value) if entry is not None else {}
+
+
 def _value(data: dict | None):
     """A serialized metadata value (``{"__class__": "IntMetadataEntryData", "value": 3}``, ``... "text": "x"``) as
     the plain value the API's ``.value`` gives; values of no single field (tables, null) as None."""

@@ -12,6 +12,7 @@ from assets.release.card import integrity_markdown
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMAnswer
 from schemas.records import Article, Medium, NormalizedClaim
+from tests.test_release import ORDER_KEY
 
 LEVEL = {1.0: ("positive", "certain"), -1.0: ("negative", "certain"), -2 / 3: ("negative", "rather certain")}
 ERRORS = {"refusal": "refusal: RefusalError: I can't help with that.",
@@ -62,7 +63,7 @@ def run(monkeypatch, claims, faults, pipeline):
     monkeypatch.setattr(stage6, "evidence_budgets", lambda llm, pipeline: {m: 1000 for m in panel.members})
     monkeypatch.setattr(stage6, "member_evidence", lambda article, text, budgets: ("evidence", []))
     articles = {c.review_id: Article.model_construct(review_id=c.review_id, text="An article.") for c in claims}
-    return stage6.score_all(claims, articles, panel, pipeline, None)
+    return stage6.score_all(claims, articles, panel, pipeline, None, key=ORDER_KEY)
 
 
 @pytest.mark.parametrize("error, kind", [
@@ -111,7 +112,7 @@ def test_the_budget_on_demand_counts_the_claims_attempted(monkeypatch):
     import assets.release.demand as demand
 
     class FirstTen:
-        def __init__(self, claims, pipeline):
+        def __init__(self, claims, pipeline, key):
             self.claims = claims
 
         def run(self, score_batch, log=None, stage=""):

@@ -148,3 +148,21 @@ def test_a_rewrite_that_leaves_the_claims_language_is_not_kept(stub, tmp_path):
     out, stats = rectify_all([german], {"r1": ARTICLE}, llm, EVERY, None, key=ORDER_KEY)  # the writer answers in English
     assert [c.variant for c in out] == ["original"]
     assert stats.extra["not_rectified/rewrite_language_changed"] == 1
+
+
+def test_agreement_is_reported_before_the_disagreement_filter_as_well_as_after(stub, tmp_path):
+    """Issue 33: alpha over the claims the filter kept overstates the raters' agreement; stage 6 also reports it
+    over every claim rated, those the filter dropped included (alpha_before_filter/*, reliability_before_filter_json,
+    which the release's manifest and card publish as before_filter)."""
+    from assets.claims.scored_claims import score_all
+
+    claims = [claim("Hot steam cures the virus").model_copy(update={"claim_id": f"c{i}", "review_id": f"r{i}"})
+              for i in range(3)]
+    articles = {f"r{i}": ARTICLE.model_copy(update={"review_id": f"r{i}"}) for i in range(3)}
+    llm = resource(stub, tmp_path, ("agree", "agree", "contrarian"))
+    out, stats = score_all(claims, articles, llm, EVERY.model_copy(update={"score": "all"}), None, key=ORDER_KEY)
+    assert out == [] and dict(stats.drops) == {"rater_disagreement": 3}
+    assert "alpha/veracity" not in stats.extra  # nothing kept, nothing to measure after the filter
+    before = json.loads(stats.extra["reliability_before_filter_json"])
+    assert before["veracity"]["units"] == 3 and before["veracity"]["alpha"] < 0
+    assert stats.extra["alpha_before_filter/veracity"] == before["veracity"]["alpha"]

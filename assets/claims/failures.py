@@ -87,8 +87,6 @@ def failed_answers_markdown(report: dict, heading: str = "##") -> str:
 def stage_failed_answers(instance, quarter: str) -> dict:
     """The failed answers of a quarter's latest stage-6 run (its metadata's ``failed_answers_json``) as the manifest's
     ``failed_answers`` that the card reads; {} before stage 6 ran or when it recorded none."""
-    from dagster_project.history import latest_materialization
+    from dagster_project.history import latest_json
 
-    record = latest_materialization(instance, "scored_claims", quarter)
-    entry = record.asset_materialization.metadata.get("failed_answers_json") if record else None
-    return json.loads(entry.value) if entry is not None else {}
+    return latest_json(instance, "scored_claims", quarter, "failed_answers_json")

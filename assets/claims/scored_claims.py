@@ -4,6 +4,7 @@ import json
 import re
 import statistics
 from collections import Counter
+from types import SimpleNamespace
 
 from rapidfuzz import fuzz
 
@@ -263,10 +264,11 @@ def verdicts_from(claim: NormalizedClaim, ratings: list[Rating]) -> dict:
 def score_claim(
     claim: NormalizedClaim, evidence: str | dict[str, str], llm: LLMResource, pipeline: PipelineResource,
     media_store: MediaStore | None, variant: str = "original", variant_of: str = "", stage: str = STAGE,
-    evidence_cuts: list[EvidenceCut] = (), failed: list[FailedAnswer] | None = None,
+    evidence_cuts: list[EvidenceCut] = (), failed: list[FailedAnswer] | None = None, disagreed: list | None = None,
 ) -> tuple[ScoredClaim | None, str]:
     """Rate the claim with ``evidence`` (one text, or each member's own) and decide its integrity, or say why not.
-    ``failed`` receives the members' failed answers (refusals, timeouts, invalid answers)."""
+    ``failed`` receives the members' failed answers (refusals, timeouts, invalid answers); ``disagreed`` the claims
+    the disagreement filter drops, with their ratings (the agreement before the filter counts them)."""
     texts = [evidence] if isinstance(evidence, str) else list(dict.fromkeys(evidence.values()))  # members often share one
     flags = sorted(set(claim.injection_flags) | set(injection_flags(claim.text, *texts)))
     if flags != claim.injection_flags:  # the evidence speaks to the raters: recorded on the claim, never obeyed
@@ -286,6 +288,8 @@ def score_claim(
     integrity, decisive = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
     reason = agreement_failure(decisive, pipeline.max_rating_spread)
     if reason:
+        if disagreed is not None:
+            disagreed.append(SimpleNamespace(claim_id=claim.claim_id, ratings=ratings))
         return None, reason
     return ScoredClaim(
         **claim.model_dump(), **verdicts, integrity=integrity, ratings=ratings, variant=variant, variant_of=variant_of,
@@ -364,6 +368,7 @@ def score_all(
         raise ValueError(f"stages.refusal_min_ratings must be at least 2 (the disagreement filter needs two ratings), "
                          f"not {pipeline.refusal_min_ratings}")
     budgets = evidence_budgets(llm, pipeline)  # before any call: a member without a known context window stops here
+    disagreed: list = []  # the claims the disagreement filter drops, with their ratings
 
     def score(claim: NormalizedClaim):
         article = articles.get(claim.review_id)
@@ -371,7 +376,8 @@ def score_all(
             return None, "no_evidence", []
         evidence, cuts = member_evidence(article, claim.text, budgets)
         failed: list[FailedAnswer] = []
-        return *score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts, failed=failed), failed
+        return *score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts, failed=failed,
+                            disagreed=disagreed), failed
 
     def score_batch(batch: list[NormalizedClaim]) -> dict:
         """claim id -> (scored claim or None, reason, failed answers), or the exception its scoring raised (raised
@@ -426,6 +432,10 @@ def score_all(
 
     out = map_records(STAGE, claims, one, stats, log, budget)
     stats.extra.update(alpha_metadata(ensemble_alpha(out)))  # the members' agreement (Krippendorff's alpha)
+    # and before the disagreement filter, over every claim rated, those it dropped too: what the raters agreed on
+    before = ensemble_alpha(sorted([*out, *disagreed], key=lambda c: c.claim_id))
+    stats.extra.update({k.replace("alpha/", "alpha_before_filter/"): v for k, v in alpha_metadata(before).items()})
+    stats.extra["reliability_before_filter_json"] = json.dumps(before, sort_keys=True)
     failures = failure_metadata(claims, outcomes)
     stats.extra.update(failures)
     stats.extra["failed_answers_json"] = json.dumps(failed_answers_report(failures), sort_keys=True)

@@ -162,10 +162,11 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
                          for scope, props in reliability.items() for prop, r in props.items() if r["units"])
         parts.append(
             f"{heading} Label reliability\n\nKrippendorff's alpha (interval) of the ensemble members' scores, per "
-            "property: a unit is one property of one claim (or of one medium); each member is a rater. `scored` is "
-            "every original claim of the quarter that passed the disagreement filter, `released` the claims of this "
-            "split. 1 is perfect agreement, 0 is chance; the filter removed the claims the members disagreed on most, "
-            "so these figures describe what was kept.\n\n| claims | property | alpha | units | raters |\n"
+            "property: a unit is one property of one claim (or of one medium); each member is a rater. "
+            "`before_filter` is every claim of the quarter the members rated, those the disagreement filter then "
+            "dropped included; `scored` the original claims that passed it; `released` the natural (not rewritten) "
+            "claims of this split. 1 is perfect agreement, 0 is chance; the filter removed the claims the members "
+            "disagreed on most, so `scored` and `released` describe what was kept, and `before_filter` the raters.\n\n| claims | property | alpha | units | raters |\n"
             f"|---|---|---|---|---|\n{rows}")
     audit = report.get("shortcut_audit")
     if audit:

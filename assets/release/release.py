@@ -20,6 +20,7 @@ from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.bins import EPS, PUBLISHED_DECIMALS, bin3
 from assets.claims.reliability import alpha_metadata, ensemble_alpha
+from assets.claims.failures import stage_failed_answers
 from assets.release.adversarial import filter_detectable
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
 from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card
@@ -36,6 +37,7 @@ from assets.release.order import (
 )
 from assets.release.recurring import earlier_quarters, first_near_duplicate, match_recurring, release_fingerprints
 from dagster_project.config import PROJECT_ROOT, PipelineResource
+from dagster_project.history import latest_json
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
 from prompts import HERE as PROMPTS_DIR
@@ -628,9 +630,13 @@ def release(
         "order": order,
         # each medium's perceptual hash, by release medium id: later quarters match their claims against this one's
         "media_phash": media_phashes(chosen, release_claims),
-        "reliability": {"scored": ensemble_alpha(sorted((c for c in claims if c.variant == "original"),
-                                                        key=lambda c: c.claim_id)),
-                        "released": ensemble_alpha(chosen)},
+        # before the disagreement filter (every claim stage 6 rated), after it (the originals it kept), and the
+        # released natural claims: the rewrites' re-scoring is no independent rating of the quarter's claims
+        "reliability": {**({"before_filter": before} if (before := latest_json(
+                            context.instance, "scored_claims", quarter, "reliability_before_filter_json")) else {}),
+                        "scored": ensemble_alpha(scored),
+                        "released": ensemble_alpha([c for c in chosen if c.variant == "original"])},
+        "failed_answers": stage_failed_answers(context.instance, quarter),
         "shortcut_audit": audit,
         "rectification": rewrite_summary(chosen, adversarial),
         "recurring": {"mode": pipeline.recurring, "count": len(marks), "share": round(len(marks) / max(len(chosen), 1), 4),
