@@ -278,7 +278,7 @@ def test_stage_7_rectifies_and_release_is_valid(quarter_run):
     assert {k: v["calls"] for k, v in cost["by_stage"].items()} == {
         "normalized_claims": 12, "scored_claims": 48, "rectified_claims": 48}
     assert cost["calls"] == 108
-    assert (folder / "veritas_2020Q2.zip").exists() and "claims.parquet" in manifest["files"]
+    assert (folder / "veritas_2020_q2.zip").exists() and "claims.parquet" in manifest["files"]
 
 
 def test_second_materialization_makes_no_model_calls(quarter_run):

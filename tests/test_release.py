@@ -179,7 +179,7 @@ def test_release_has_zip_parquet_and_hashes_in_the_manifest(pool, tmp_path):
     folder = tmp_path / "release"
     folder.mkdir()
     manifest = write_release(folder, "2020Q2", release_claims, files, store, {"version": "test"})
-    with zipfile.ZipFile(folder / "veritas_2020Q2.zip") as zf:
+    with zipfile.ZipFile(folder / "veritas_2020_q2.zip") as zf:
         names = set(zf.namelist())
         assert names == {"meta.json", "claims.json", *(f"images/{mid}.jpg" for mid, _, _ in files)}
         assert json.loads(zf.read("claims.json")) == json.loads((folder / "claims.json").read_text())
@@ -189,7 +189,7 @@ def test_release_has_zip_parquet_and_hashes_in_the_manifest(pool, tmp_path):
     assert table["integrity"].to_list() == [c["integrity"]["score"] for c in data]
     assert table["label"].to_list() == [bin3(c["integrity"]["score"]) for c in data]
     assert table["n_images"].sum() == sum(len(c["media"]) for c in data)
-    for name in ("veritas_2020Q2.zip", "claims.parquet", "claims.json", "meta.json"):
+    for name in ("veritas_2020_q2.zip", "claims.parquet", "claims.json", "meta.json"):
         assert manifest["files"][name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
     assert validate_release(folder) == []
 

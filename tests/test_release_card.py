@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from assets.release.card import croissant, export_hf, media_frame, write_release_card
+from assets.release.card import zip_name
 from assets.release.release import release_frame, write_zip
 from schemas.records import ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ReleaseScore
 
@@ -53,7 +54,7 @@ def make_release(folder: Path, quarter: str) -> Path:
     (folder / "meta.json").write_text(json.dumps(meta))
     (folder / "claims.json").write_text(json.dumps({"claims": [c.model_dump() for c in claims]}))
     release_frame(claims).write_parquet(folder / "claims.parquet")
-    write_zip(folder, f"veritas_{quarter}.zip")
+    write_zip(folder, zip_name(quarter))
     write_release_card(folder, quarter, "v20250401T000000000000-abcdef12")
     return folder
 
@@ -72,9 +73,9 @@ def test_croissant_validates_and_mlcroissant_loads_the_claims(tmp_path):
     assert meta["conformsTo"] == "http://mlcommons.org/croissant/1.0"
     files = {d["@id"]: d for d in meta["distribution"]}
     import hashlib
-    for name in ("claims.parquet", "media.parquet", "claims.json", "meta.json", "veritas_2025Q1.zip"):
+    for name in ("claims.parquet", "media.parquet", "claims.json", "meta.json", "veritas_2025_q1.zip"):
         assert files[name]["sha256"] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
-    assert files["images"]["containedIn"] == {"@id": "veritas_2025Q1.zip"}
+    assert files["images"]["containedIn"] == {"@id": "veritas_2025_q1.zip"}
     assert [r["@id"] for r in meta["recordSet"]] == ["claims", "media"]
 
     dataset = mlc.Dataset(jsonld=folder / "croissant.json")  # raises mlc.ValidationError on any error
@@ -93,10 +94,10 @@ def test_croissant_checksum_covers_the_media(tmp_path):
     folder = make_release(tmp_path / "rel", "2025Q1")
     before = croissant(folder, "2025Q1")
     (folder / "images/1.jpg").write_bytes(b"\xff\xd8\xff" + b"0" * 20)
-    write_zip(folder, "veritas_2025Q1.zip")
+    write_zip(folder, "veritas_2025_q1.zip")
     after = croissant(folder, "2025Q1")
     sums = [{d["@id"]: d.get("sha256") for d in m["distribution"]} for m in (before, after)]
-    assert sums[0]["veritas_2025Q1.zip"] != sums[1]["veritas_2025Q1.zip"]
+    assert sums[0]["veritas_2025_q1.zip"] != sums[1]["veritas_2025_q1.zip"]
     assert sums[0]["claims.parquet"] == sums[1]["claims.parquet"]
 
 

@@ -70,7 +70,7 @@ def test_the_order_is_seeded_by_the_content_so_a_rebuild_gives_the_same_bytes(tm
         folder = tmp_path / name
         folder.mkdir()
         write_release(folder, "2025Q3", first[1], first[2], store, {"version": "t", "selection": report})
-    for f in ("claims.json", "claims.parquet", "media.parquet", "veritas_2025Q3.zip", "README.md"):
+    for f in ("claims.json", "claims.parquet", "media.parquet", "veritas_2025_q3.zip", "README.md"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
 
 

@@ -66,6 +66,11 @@ _MEDIA_FIELDS = (
 )
 
 
+def zip_name(quarter: str) -> str:
+    """The release zip's name as the reference VeriTaS export writes it: veritas_2025_q3.zip for 2025Q3."""
+    return f"veritas_{quarter[:4]}_q{quarter[5]}.zip"
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -95,17 +100,17 @@ def croissant(folder: Path, quarter: str, release_version: str = "") -> dict:
     """Croissant 1.0 metadata of a release folder: the files with their SHA-256, the media files as file sets
     inside the checksummed zip, and the record sets ``claims`` and ``media`` (media.parquet, keyed to claims)."""
     meta = json.loads((folder / "meta.json").read_text())
-    zip_name = f"veritas_{quarter}.zip"
+    zip_file = zip_name(quarter)
     distribution = [
         _file("claims.parquet", folder, "application/x-parquet", "one row per claim"),
         _file("media.parquet", folder, "application/x-parquet", "one row per medium of a claim"),
         _file("claims.json", folder, "application/json", "the claims in the VeriTaS format"),
         _file("meta.json", folder, "application/json", "year, quarter and counts"),
-        _file(zip_name, folder, "application/zip", "meta.json, claims.json, images/ and videos/ in one archive"),
+        _file(zip_file, folder, "application/zip", "meta.json, claims.json, images/ and videos/ in one archive"),
         {"@type": "cr:FileSet", "@id": "images", "name": "images", "description": "the images (JPEG)",
-         "containedIn": {"@id": zip_name}, "encodingFormat": "image/jpeg", "includes": "images/*.jpg"},
+         "containedIn": {"@id": zip_file}, "encodingFormat": "image/jpeg", "includes": "images/*.jpg"},
         {"@type": "cr:FileSet", "@id": "videos", "name": "videos", "description": "the videos (MP4)",
-         "containedIn": {"@id": zip_name}, "encodingFormat": "video/mp4", "includes": "videos/*.mp4"},
+         "containedIn": {"@id": zip_file}, "encodingFormat": "video/mp4", "includes": "videos/*.mp4"},
     ]
     media_fields = _fields("media", "media.parquet", _MEDIA_FIELDS)
     media_fields[0]["references"] = {"field": {"@id": "claims/id"}}

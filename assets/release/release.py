@@ -23,7 +23,7 @@ from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.claims.failures import stage_failed_answers
 from assets.release.adversarial import filter_detectable
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
-from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card
+from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card, zip_name
 from assets.release.order import (
     MAX_Z,
     key_fingerprint,
@@ -399,7 +399,7 @@ def write_release(
     payload = {"claims": [c.model_dump() for c in claims]}
     (folder / "claims.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False))
     release_frame(claims, flags, recurring).write_parquet(folder / "claims.parquet")
-    write_zip(folder, f"veritas_{quarter}.zip")
+    write_zip(folder, zip_name(quarter))
     # media.parquet, croissant.json, README.md; no run id, so equal content gives equal bytes
     write_release_card(folder, quarter, integrity=provenance)
     manifest = {
