@@ -267,3 +267,28 @@ def test_the_drops_on_averitec_dev_fall_to_the_real_leaks():
     leaks = factors_ratings()
     dropped = [c for c in claims if check_claim_text(c, [], "en", PIPELINE, leaks, original=c) == "verdict_leak"]
     assert len(dropped) == 6, dropped
+
+
+def test_a_report_about_a_claim_is_no_claim_even_as_the_fallback():
+    """Issue 34: "Facebook posts claim X" is true as written whatever X is, so as the benchmark's claim its label
+    inverts. The fact-checker's wording, the fallback when the model's rewrite fails, passes the same check as a
+    rewrite. Real AVeriTeC dev claims (CC BY-NC 4.0, tests/fixtures/LICENSES)."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from assets.claims.leaks import reports_a_claim
+
+    claims = [c["claim"] for c in json.load(gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz"))]
+    reports = [c for c in claims if reports_a_claim(c, "en")]
+    assert "Video shared to make misleading claim that Hathras victim’s family did her last rites" in reports
+    assert any(c.startswith("False Facebook posts claim Philippine vice president") for c in reports)
+    assert len(reports) <= 8  # of 500: the rest assert their claim, reported speech inside them included
+    assert not reports_a_claim("Trump said it [coronavirus] was a hoax", "en")
+    assert not reports_a_claim("<image:0> The video shows soldiers in Kyiv in 2022", "en")
+    assert reports_a_claim("Publicaciones en redes sociales afirman que la vacuna mata", "es")
+    assert reports_a_claim("منشورات تزعم أن اللقاح قاتل", "ar")
+    pipeline = PipelineResource()
+    assert check_claim_text("Viral message claims that all Haldiram’s food products were banned in USA", [], "en",
+                            pipeline) == "reports_a_claim"
+    assert check_claim_text("All Haldiram’s food products were banned in USA", [], "en", pipeline) == ""

@@ -191,3 +191,33 @@ def says_the_verdict(text: str, start: int, end: int, language: str) -> bool:
     if not after.strip(" \t.!?\u061f)]\"'\u201d") and p["tail_before"].search(before):
         return True  # "... - FALSE", "... (fake)"
     return bool(p["predicate"].search(before[sentence_start:]) or p["attribute"].match(after))
+
+
+# who a report about a claim names as its source, besides the claim nouns ("Facebook users claim ...")
+SOURCES = {
+    "en": ("users", "people", "netizens", "social media", "internet users", "many", "some", "viral"),
+    "de": ("nutzer", "nutzerinnen", "user", "menschen"),
+    "fr": ("internautes", "utilisateurs", "réseaux sociaux"),
+    "es": ("usuarios", "internautas", "redes sociales"),
+    "pt": ("usuários", "utilizadores", "internautas", "redes sociais"),
+    "it": ("utenti", "social"),
+    "ar": ("مستخدمون", "مستخدمو", "مستخدمين", "رواد", "ناشطون", "صفحات", "حسابات"),
+}
+
+
+@functools.cache
+def _report_pattern(language: str) -> re.Pattern:
+    """A text that opens on a report about a claim: a claim noun or a source among its first four words, then a
+    speech verb ("claim", "allege", "say") within six more, or the item "shared" to make a claim."""
+    w = _lists(language)
+    code = canonical_language(language)
+    sources = _alternatives([*SOURCES["en"], *SOURCES.get(code, ())])
+    head = rf"^[\W_]*(?:{_WORD}\s+){{0,4}}?(?:{w['noun']}|{sources})(?!\w)"
+    return re.compile(rf"{head}[\s,]+(?:[^\s.!?]+\s+){{0,6}}?(?:{w['speech']}|shared\s+to|circulat\w*\s+with)(?!\w)",
+                      re.IGNORECASE)
+
+
+def reports_a_claim(text: str, language: str) -> bool:
+    """The text reports that someone claims something ("Facebook posts claim X", "Video shared to make misleading
+    claim that ...") instead of asserting it: as a claim it is true whatever X is, and its label would invert."""
+    return bool(_report_pattern(language).search(text))

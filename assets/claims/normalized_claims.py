@@ -12,7 +12,7 @@ from assets.common import (
     stable_id,
 )
 from assets.claims.languages import canonical_language
-from assets.claims.leaks import reported_speech_mask, says_the_verdict
+from assets.claims.leaks import reported_speech_mask, reports_a_claim, says_the_verdict
 from assets.claims.length import MEDIA_REF, bare_text, count_sentences, count_words
 from assets.claims.media_text import TextCache, ocr_engine, read_text
 from assets.claims.overlays import PLATFORM_OVERLAYS
@@ -165,6 +165,8 @@ def check_claim_text(text: str, media: list[Medium], language: str, pipeline: Pi
         return "verdict_leak"
     if bare_text(text) != bare_text(original) and changed_language(text, language):
         return "language_changed"
+    if reports_a_claim(MEDIA_REF.sub(" ", text), language):  # "Posts claim X" is true as written: not the claim
+        return "reports_a_claim"
     for kind, index in MEDIA_REF.findall(text):
         i = int(index)
         if i >= len(media) or media[i].kind != kind:

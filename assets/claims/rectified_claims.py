@@ -69,6 +69,7 @@ CRITIQUES = {  # what a rule's refusal tells the writer on the next round
     "too_many_sentences": "it has too many sentences: at most {max_sentences}",
     "language_changed": "it is not in the claim's language ({language}). Write it in that language",
     "missing_referenced_medium": "it refers to a medium the claim does not have. Keep only the claim's references",
+    "reports_a_claim": "it reports that someone claims something. State the true assertion itself",
 }
 
 
