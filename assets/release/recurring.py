@@ -11,6 +11,7 @@ A, B the sorted token sets joined by spaces and S the intersection joined, token
 L1 distance of the character counts of A and B (the shared tokens cancel), and more so of counts folded into bins.
 """
 
+import hashlib
 import json
 import re
 from functools import lru_cache
@@ -75,6 +76,30 @@ def compared_text(text: str) -> str:
 def _manifest(folder: Path | None) -> dict:
     path = Path(folder) / "manifest.json" if folder is not None else None
     return json.loads(path.read_text()) if path is not None and path.is_file() else {}
+
+
+def release_content_id(folder: Path) -> str:
+    """What a published release holds, as one id: a hash of its files' hashes (the manifest's ``files``, every file
+    but the manifest itself, which names the run). Equal content, equal id: the release's Dagster data version, and
+    how a later release names the earlier ones it read."""
+    files = _manifest(folder).get("files") or {}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def earlier_releases(previous: tuple[str, str] | None, folder_of) -> dict[str, Path]:
+    """Quarter -> folder of every earlier release a quarter's release reads: ``previous`` (the quarter before and the
+    version of its release that Dagster recorded, None when it has none), and the versions that release read
+    itself (its manifest's ``inputs.releases``), so that the whole chain is the one the previous release was built
+    on, whatever the store holds now. ``folder_of(quarter, version)`` gives a version's folder."""
+    if previous is None:
+        return {}
+    quarter, version = previous
+    folder = folder_of(quarter, version)
+    if not (Path(folder) / "claims.json").is_file():
+        raise FileNotFoundError(f"the release of {quarter} that Dagster recorded ({version}) is not in the store: "
+                                f"materialize release for {quarter} again")
+    chain = {**((_manifest(folder).get("inputs") or {}).get("releases") or {}), quarter: version}
+    return {q: Path(folder_of(q, v)) for q, v in sorted(chain.items(), key=lambda kv: to_label(kv[0]))}
 
 
 def release_fingerprints(folder: Path) -> list[dict]:

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,8 +23,16 @@ from assets.claims.reliability import alpha_metadata, ensemble_alpha
 from assets.release.audit import pool_rows, release_rows, shortcut_audit
 from assets.release.card import integrity_summary, read_manifest, vision_note, write_release_card
 from assets.release.order import MAX_Z, order_problems, release_orders, release_seed, shuffled
-from assets.release.recurring import earlier_quarters, first_near_duplicate, match_recurring, release_fingerprints
+from assets.release.recurring import (
+    earlier_releases,
+    first_near_duplicate,
+    match_recurring,
+    release_content_id,
+    release_fingerprints,
+)
 from dagster_project.config import PROJECT_ROOT, PipelineResource
+from dagster_project.history import latest_materialization
+from dagster_project.partitions import to_label
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
 from prompts import HERE as PROMPTS_DIR
@@ -476,10 +485,29 @@ def _cost_summary(llm: LLMResource, quarter: str) -> dict:
             "by_model": {model: {k: v[k] for k in keep} for model, v in report["by_model"].items()}}
 
 
+# A release reads the releases before it (recurring claims): the quarter before's, through this self-dependency, and
+# the ones that release read. So a backfill builds releases oldest first, and a rebuilt release makes the next stale.
+with warnings.catch_warnings():  # the first partition's quarter before does not exist: beta in 1.13, and needed
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    PREVIOUS_QUARTER = dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1,
+                                                     allow_nonexistent_upstream_partitions=True)
+
+
+def previous_release(context: dg.AssetExecutionContext) -> tuple[str, str, str] | None:
+    """(quarter, version, content id) of the release of the quarter before, as Dagster recorded its latest
+    materialization; None when that quarter has none (the first partition, or a quarter never released)."""
+    for key in context.asset_partition_keys_for_input("release"):
+        record = latest_materialization(context.instance, "release", to_label(key))
+        if record is not None:
+            meta = record.asset_materialization.metadata
+            return to_label(key), meta["version"].value, meta["content_id"].value if "content_id" in meta else ""
+    return None
+
+
 @stage_asset(
     "release",
     "The quarter's balanced split in the VeriTaS format (meta.json, claims.json, images/, videos/).",
-    deps=("rectified_claims",),
+    deps=("rectified_claims", dg.AssetDep("release", partition_mapping=PREVIOUS_QUARTER)),
     kinds=("json", "python"),
 )
 def release(
@@ -487,7 +515,9 @@ def release(
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
-    earlier = {q: release_fingerprints(store.latest_release(q)) for q in earlier_quarters(quarter, store.release_quarters())}
+    previous = previous_release(context)
+    chain = earlier_releases(previous[:2] if previous else None, store.release_folder)
+    earlier = {q: release_fingerprints(folder) for q, folder in chain.items()}
     recurring = match_recurring(claims, earlier, pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
     pool = claims
     if pipeline.recurring == "drop":  # an original that recurs takes its rectified variant with it, and back
@@ -513,7 +543,8 @@ def release(
         "models": llm.model_set(),
         "model_diversity": model_diversity(llm.model_set()),
         "llm_cost": _cost_summary(llm, quarter),
-        "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
+        "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter),
+                   "releases": {q: folder.name for q, folder in chain.items()}},
         "selection": report,
         "order": order,
         # each medium's perceptual hash, by release medium id: later quarters match their claims against this one's
@@ -524,6 +555,7 @@ def release(
         "shortcut_audit": audit,
         "recurring": {"mode": pipeline.recurring, "count": len(marks), "share": round(len(marks) / max(len(chosen), 1), 4),
                       "claims": {str(k): v for k, v in sorted(marks.items())}, "earlier_quarters": sorted(earlier),
+                      "earlier_releases": {q: release_content_id(folder) for q, folder in chain.items()},
                       "dropped": len(claims) - len(pool)},
         "injection_policy": pipeline.injection_policy,
     }
@@ -533,6 +565,7 @@ def release(
         raise dg.Failure(f"release {quarter} failed the format check ({len(problems)} problems), first: {problems[0]}",
                          metadata={"problems": dg.MetadataValue.json(problems[:50])})
     final = store.publish_release(quarter, staging)
+    content_id = release_content_id(final)
     stats = StageYield(len(claims))
     if len(pool) < len(claims):
         stats.drop("recurring", len(claims) - len(pool))
@@ -548,6 +581,7 @@ def release(
     context.log.info(f"release {quarter}: " + "; ".join(summary))
     meta.update({
         "quarter": quarter, "version": version, "path": dg.MetadataValue.path(str(final)),
+        "content_id": content_id, "previous_release": previous[2] if previous else "",
         **{f"claims/{k}": v for k, v in counts.items()},
         **{f"media/{k}": v for k, v in manifest["counts"]["media_counts"].items()},
         "claims/with_media": report["media_claims"], "claims/injection_flagged": sum(bool(f) for f in flags),
@@ -556,4 +590,4 @@ def release(
         "integrity_summary": "\n".join(summary),
         "selection": dg.MetadataValue.json(report),
     })
-    return dg.MaterializeResult(metadata=meta)
+    return dg.MaterializeResult(metadata=meta, data_version=dg.DataVersion(content_id))
