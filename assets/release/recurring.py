@@ -1,8 +1,9 @@
 """Claims that recur across quarters: a claim of this quarter whose text or media repeat a claim of an earlier release.
 
-Plain functions. The measures are those of the in-quarter near-duplicate removal (``release.remove_near_duplicates``):
-``SCORER`` over the texts without media references, casefolded, and the Hamming distance of perceptual hashes of the
-same hex width. An earlier release is read from its published folder (claims.json, manifest.json, images/).
+Plain functions. The measures and the rule are those of the in-quarter near-duplicate removal
+(``release.remove_near_duplicates``): ``SCORER`` over the texts without media references, casefolded, and the Hamming
+distance of perceptual hashes of the same hex width; by media, a claim repeats when every one of its media was shown
+before (``repeats_media``). An earlier release is read from its published folder (claims.json, manifest.json, images/).
 
 Scoring every pair costs ~10 us (3,000 claims against 8,000 earlier ones: minutes), so with token_set_ratio the
 pairs are first bounded from above, exactly, and only those whose bound reaches the similarity are scored. With
@@ -66,6 +67,13 @@ def first_near_duplicate(text: str, others: list[str], similarity: float) -> int
     keep = np.flatnonzero(comparable_lengths(_length(text), np.fromiter(map(_length, others), float, len(others))))
     best = process.extractOne(text, [others[i] for i in keep], scorer=SCORER, score_cutoff=similarity)
     return None if best is None else int(keep[best[2]])
+
+
+def repeats_media(media: list, shown) -> bool:
+    """The media rule of every near-duplicate match, within a quarter and across quarters: a claim repeats earlier
+    claims by its media when it has media and every one of them was shown before (``shown(medium)``: the same file,
+    or a perceptual hash within the distance, in any of those claims). A claim that adds one new medium is new."""
+    return bool(media) and all(shown(m) for m in media)
 
 
 def compared_text(text: str) -> str:
@@ -179,8 +187,8 @@ def _text_matches(mine: _Texts, rows: list[int], theirs: _Texts, similarity: flo
 
 
 def _closest_media(mine: list[tuple[int, str]], prints: list[dict], max_distance: int) -> dict[int, tuple[int, int]]:
-    """Claim index -> (distance, fingerprint index) of the closest earlier medium within ``max_distance``;
-    ``mine`` holds (claim index, phash) pairs. Only hashes of one hex width are compared."""
+    """Key -> (distance, fingerprint index) of the closest earlier medium within ``max_distance``; ``mine`` holds
+    (key, phash) pairs, the key a claim's medium. Only hashes of one hex width are compared."""
     theirs = [(j, h) for j, p in enumerate(prints) for h in p["phashes"]]
     best: dict[int, tuple[int, int]] = {}
     for width in {len(h) for _, h in mine}:
@@ -205,8 +213,9 @@ def _closest_media(mine: list[tuple[int, str]], prints: list[dict], max_distance
 def match_recurring(claims: list[ScoredClaim], earlier: dict[str, list[dict]], similarity: float,
                     phash_max_distance: int) -> dict[str, dict]:
     """Claim id -> ``{"quarter", "id", "by"}`` of the earliest earlier quarter holding a match: text scoring at least
-    ``similarity`` (the best-scoring one; "by": "text"), else a claim with a medium whose phash is within
-    ``phash_max_distance`` of any of this claim's (the closest; "by": "media"; off when negative).
+    ``similarity`` (the best-scoring one; "by": "text"), else media: every medium of this claim has a phash within
+    ``phash_max_distance`` of a medium of that release (``repeats_media``; "id": the claim of the closest one;
+    "by": "media"; off when negative).
     ``earlier``: quarter -> ``release_fingerprints`` of its release."""
     vocab: dict[str, int] = {}
     mine = _Texts([compared_text(c.text) for c in claims], vocab)
@@ -220,9 +229,14 @@ def match_recurring(claims: list[ScoredClaim], earlier: dict[str, list[dict]], s
             found[claims[i].claim_id] = {"quarter": quarter, "id": prints[j]["id"], "by": "text"}
         if phash_max_distance < 0:
             continue
-        hashes = [(i, m.phash) for i in rest if claims[i].claim_id not in found for m in claims[i].media if m.phash]
-        for i, (_, j) in _closest_media(hashes, prints, phash_max_distance).items():
-            found[claims[i].claim_id] = {"quarter": quarter, "id": prints[j]["id"], "by": "media"}
+        left = [i for i in rest if claims[i].claim_id not in found]
+        hashes = [((i, k), m.phash) for i in left for k, m in enumerate(claims[i].media) if m.phash]
+        closest = _closest_media(hashes, prints, phash_max_distance)  # (claim, medium) -> (distance, print)
+        for i in left:
+            media = range(len(claims[i].media))
+            if repeats_media(media, lambda k, i=i: (i, k) in closest):
+                _, j = min(closest[(i, k)] for k in media)
+                found[claims[i].claim_id] = {"quarter": quarter, "id": prints[j]["id"], "by": "media"}
     return found
 
 

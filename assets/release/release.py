@@ -28,6 +28,7 @@ from assets.release.recurring import (
     first_near_duplicate,
     match_recurring,
     release_content_id,
+    repeats_media,
     release_fingerprints,
 )
 from dagster_project.config import PROJECT_ROOT, PipelineResource
@@ -56,7 +57,8 @@ def _order(claim: ScoredClaim) -> str:
 def remove_near_duplicates(
     claims: list[ScoredClaim], similarity: float, phash_max_distance: int = -1
 ) -> tuple[list[ScoredClaim], int]:
-    """Drop claims whose text nearly repeats, or whose media all belong to, an earlier claim.
+    """Drop claims whose text nearly repeats an earlier claim, or whose media all belong to earlier claims
+    (``recurring.repeats_media``, the rule across quarters too).
 
     A medium belongs to an earlier claim when it is the same file or, with ``phash_max_distance`` >= 0, when its
     perceptual hash is within that Hamming distance of one of the earlier claim's media (re-encoded, resized).
@@ -79,7 +81,7 @@ def remove_near_duplicates(
         text = MEDIA_REF.sub("", claim.text).casefold()
         others = [t for k, t in zip(kept, texts) if k.claim_id not in pair]
         twin = first_near_duplicate(text, others, similarity) is not None  # SCORER and the length guard
-        reused = bool(claim.media) and all(owners(m) - pair for m in claim.media)
+        reused = repeats_media(claim.media, lambda m: owners(m) - pair)
         if twin or reused:
             continue
         kept.append(claim)
