@@ -112,3 +112,25 @@ def test_when_rewrites_fail_it_goes_on_at_the_rate_it_measured(stub, tmp_path):
     assert stats.extra["rectify/size_reached"] == 20
     assert stats.extra["not_rectified/inconsistent"] == stats.extra["rectify/attempted"] - held
     assert stats.extra["rectify/attempted"] < 30 and stats.extra["not_rectified/not_needed_for_release"] > 0
+
+
+def test_recurring_drop_rewrites_every_compromised_claim_so_the_release_is_not_short(stub, tmp_path):
+    """Issue 36: under recurring: drop the release leaves out the claims of earlier releases, with their variants,
+    after stage 7 has run; a plan made without them counted on claims that are then gone and the release came out
+    short. No release is an input of stage 7 (the release reads stage 7: Dagster refuses the cycle), so stage 7
+    rewrites every Compromised claim then, as stage 6 scores every claim."""
+    claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
+    plan = DemandPlan(claims, PipelineResource(release_size=20))
+    # the claims that recur from an earlier release: two natural Intact ones and the four demand rewrites
+    recurring = {c.claim_id for c in claims[:2]} | {c.claim_id for c in plan.candidates[:4]}
+
+    def released(out):  # the release's drop: an original that recurs takes its variant with it
+        gone = {k for c in out if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
+        return select_release([c for c in out if c.claim_id not in gone], 20, 0.8, 92, dedupe=False)[1]
+
+    demand, _ = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None)
+    assert released(demand)["feasible_size"] < 20  # what recurring: drop with a demand plan gave
+    out, stats = rectify_all(claims, articles, resource(stub, tmp_path / "drop"),
+                             PipelineResource(release_size=20, recurring="drop"), None)
+    assert stats.extra["rectify/mode"] == "all (recurring: drop)" and stats.extra["rectify/attempted"] == 30
+    assert released(out)["feasible_size"] == 20

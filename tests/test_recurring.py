@@ -96,12 +96,31 @@ def test_media_recur_by_phash_of_a_reencoded_image(tmp_path):
     assert phash_distance(image_phash(other), image_phash(photo)) > DISTANCE
     # An older release: no media_phash in the manifest, so the phash comes from images/4.jpg.
     earlier = published(tmp_path / "2023Q1", [(1, IVERMECTIN, [("image", 4)])], {}, {4: photo})
-    claims = [scored("same-photo", BARRETT, [image_phash(other), image_phash(smaller)]),
+    claims = [scored("same-photo", BARRETT, [image_phash(smaller)]),
               scored("other-photo", MASKS, [image_phash(other)])]
     earlier_prints = {"2023Q1": release_fingerprints(earlier)}
     assert match_recurring(claims, earlier_prints, SIMILARITY, DISTANCE) == {
         "same-photo": {"quarter": "2023Q1", "id": 1, "by": "media"}}
     assert match_recurring(claims, earlier_prints, SIMILARITY, -1) == {}  # a negative distance: no media check
+
+
+def test_one_media_rule_within_a_quarter_and_across_quarters():
+    """Issue 36: a claim repeats by its media when every one of its media was shown before, in a quarter
+    (release.remove_near_duplicates) as across quarters (match_recurring); one shared medium is not enough."""
+    from assets.release.release import remove_near_duplicates
+
+    old, new, third = (image_phash(picture(seed)) for seed in (21, 22, 23))
+    assert min(phash_distance(a, b) for a, b in ((old, new), (old, third), (new, third))) > DISTANCE
+    earlier = [scored("e1", IVERMECTIN, [old]), scored("e2", MASKS, [third])]
+    claims = [scored("adds-one", CONNERY, [old, new]),  # one medium shown before, one new: a new claim
+              scored("all-shown", BARRETT, [third, old])]  # both shown before, by two earlier claims
+    prints = [{"id": i, "text": compared_text(c.text), "phashes": [m.phash for m in c.media]}
+              for i, c in enumerate(earlier, 1)]
+    across = match_recurring(claims, {"2024Q4": prints}, SIMILARITY, DISTANCE)
+    kept, _ = remove_near_duplicates(earlier + claims, SIMILARITY, DISTANCE)
+    within = {c.claim_id for c in earlier + claims} - {c.claim_id for c in kept}
+    assert set(across) == within == {"all-shown"}
+    assert across["all-shown"]["by"] == "media" and across["all-shown"]["id"] in (1, 2)
 
 
 def test_the_earliest_earlier_quarter_wins():

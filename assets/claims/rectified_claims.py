@@ -184,16 +184,19 @@ def rectify_all(
             return None, RecordError.of(err), {}
 
     compromised = [c for c in claims if c.integrity.label == "compromised"]
-    if pipeline.rectify == "all":
+    if pipeline.rectify not in ("demand", "all"):
+        raise ValueError(f"stages.rectify must be demand or all, not {pipeline.rectify!r}")
+    # recurring: drop leaves claims of earlier releases out at the release, which demand cannot foresee: no release
+    # can be this stage's input (the release reads this stage: Dagster refuses the cycle), so it rewrites every one
+    every = pipeline.rectify == "all" or pipeline.recurring == "drop"
+    if every:
         work = prefetch(compromised, attempt, llm.parallel_claims)
         outcomes = {c.claim_id: work(c) for c in compromised}
-    elif pipeline.rectify == "demand":
+    else:
         if key is None:
             raise ValueError("stages.rectify: demand rewrites in the release's secret order: pass the store's key")
         outcomes = rectify_on_demand(claims, attempt, llm.parallel_claims, pipeline, stats, log, key)
-    else:
-        raise ValueError(f"stages.rectify must be demand or all, not {pipeline.rectify!r}")
-    stats.extra["rectify/mode"] = pipeline.rectify
+    stats.extra["rectify/mode"] = "all (recurring: drop)" if every and pipeline.rectify == "demand" else pipeline.rectify
     stats.extra["rectify/attempted"] = len(outcomes)
     # a rewrite that raises, or whose writer or checker gave no answer, keeps its original claim but counts against
     # the error budget of the rewrites attempted (not of every Compromised claim: on demand most are never tried)

@@ -1,8 +1,9 @@
 """Claims that recur across quarters: a claim of this quarter whose text or media repeat a claim of an earlier release.
 
-Plain functions. The measures are those of the in-quarter near-duplicate removal (``release.remove_near_duplicates``):
-``SCORER`` over the texts without media references, casefolded, and the Hamming distance of perceptual hashes of the
-same hex width. An earlier release is read from its published folder (claims.json, manifest.json, images/).
+Plain functions. The measures and the rule are those of the in-quarter near-duplicate removal
+(``release.remove_near_duplicates``): ``SCORER`` over the texts without media references, casefolded, and the Hamming
+distance of perceptual hashes of the same hex width; by media, a claim repeats when every one of its media was shown
+before (``repeats_media``). An earlier release is read from its published folder (claims.json, manifest.json, images/).
 
 Scoring every pair costs ~10 us (3,000 claims against 8,000 earlier ones: minutes), so with token_set_ratio the
 pairs are first bounded from above, exactly, and only those whose bound reaches the similarity are scored. With
@@ -11,6 +12,7 @@ A, B the sorted token sets joined by spaces and S the intersection joined, token
 L1 distance of the character counts of A and B (the shared tokens cancel), and more so of counts folded into bins.
 """
 
+import hashlib
 import itertools
 import json
 import re
@@ -86,6 +88,13 @@ def first_near_duplicate(text: str, others: list[str], similarity: float) -> int
     return None if best is None else int(keep[best[2]])
 
 
+def repeats_media(media: list, shown) -> bool:
+    """The media rule of every near-duplicate match, within a quarter and across quarters: a claim repeats earlier
+    claims by its media when it has media and every one of them was shown before (``shown(medium)``: the same file,
+    or a perceptual hash within the distance, in any of those claims). A claim that adds one new medium is new."""
+    return bool(media) and all(shown(m) for m in media)
+
+
 def compared_text(text: str) -> str:
     """A claim's text as near-duplicate checks compare it: without <image:N>/<video:N>, casefolded."""
     return MEDIA_REF.sub("", text).casefold()
@@ -94,6 +103,30 @@ def compared_text(text: str) -> str:
 def _manifest(folder: Path | None) -> dict:
     path = Path(folder) / "manifest.json" if folder is not None else None
     return json.loads(path.read_text()) if path is not None and path.is_file() else {}
+
+
+def release_content_id(folder: Path) -> str:
+    """What a published release holds, as one id: a hash of its files' hashes (the manifest's ``files``, every file
+    but the manifest itself, which names the run). Equal content, equal id: the release's Dagster data version, and
+    how a later release names the earlier ones it read."""
+    files = _manifest(folder).get("files") or {}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def earlier_releases(previous: tuple[str, str] | None, folder_of) -> dict[str, Path]:
+    """Quarter -> folder of every earlier release a quarter's release reads: ``previous`` (the quarter before and the
+    version of its release that Dagster recorded, None when it has none), and the versions that release read
+    itself (its manifest's ``inputs.releases``), so that the whole chain is the one the previous release was built
+    on, whatever the store holds now. ``folder_of(quarter, version)`` gives a version's folder."""
+    if previous is None:
+        return {}
+    quarter, version = previous
+    folder = folder_of(quarter, version)
+    if not (Path(folder) / "claims.json").is_file():
+        raise FileNotFoundError(f"the release of {quarter} that Dagster recorded ({version}) is not in the store: "
+                                f"materialize release for {quarter} again")
+    chain = {**((_manifest(folder).get("inputs") or {}).get("releases") or {}), quarter: version}
+    return {q: Path(folder_of(q, v)) for q, v in sorted(chain.items(), key=lambda kv: to_label(kv[0]))}
 
 
 def release_fingerprints(folder: Path) -> list[dict]:
@@ -175,8 +208,8 @@ def _text_matches(mine: _Texts, rows: list[int], theirs: _Texts, similarity: flo
 
 
 def _closest_media(mine: list[tuple[int, str]], prints: list[dict], max_distance: int) -> dict[int, tuple[int, int]]:
-    """Claim index -> (distance, fingerprint index) of the closest earlier medium within ``max_distance``;
-    ``mine`` holds (claim index, phash) pairs. Only hashes of one hex width are compared."""
+    """Key -> (distance, fingerprint index) of the closest earlier medium within ``max_distance``; ``mine`` holds
+    (key, phash) pairs, the key a claim's medium. Only hashes of one hex width are compared."""
     theirs = [(j, h) for j, p in enumerate(prints) for h in p["phashes"]]
     best: dict[int, tuple[int, int]] = {}
     for width in {len(h) for _, h in mine}:
@@ -201,8 +234,9 @@ def _closest_media(mine: list[tuple[int, str]], prints: list[dict], max_distance
 def match_recurring(claims: list[ScoredClaim], earlier: dict[str, list[dict]], similarity: float,
                     phash_max_distance: int) -> dict[str, dict]:
     """Claim id -> ``{"quarter", "id", "by"}`` of the earliest earlier quarter holding a match: text scoring at least
-    ``similarity`` (the best-scoring one; "by": "text"), else a claim with a medium whose phash is within
-    ``phash_max_distance`` of any of this claim's (the closest; "by": "media"; off when negative).
+    ``similarity`` (the best-scoring one; "by": "text"), else media: every medium of this claim has a phash within
+    ``phash_max_distance`` of a medium of that release (``repeats_media``; "id": the claim of the closest one;
+    "by": "media"; off when negative).
     ``earlier``: quarter -> ``release_fingerprints`` of its release."""
     vocab: dict[str, int] = {}
     mine = _Texts([compared_text(c.text) for c in claims], vocab)
@@ -216,9 +250,14 @@ def match_recurring(claims: list[ScoredClaim], earlier: dict[str, list[dict]], s
             found[claims[i].claim_id] = {"quarter": quarter, "id": prints[j]["id"], "by": "text"}
         if phash_max_distance < 0:
             continue
-        hashes = [(i, m.phash) for i in rest if claims[i].claim_id not in found for m in claims[i].media if m.phash]
-        for i, (_, j) in _closest_media(hashes, prints, phash_max_distance).items():
-            found[claims[i].claim_id] = {"quarter": quarter, "id": prints[j]["id"], "by": "media"}
+        left = [i for i in rest if claims[i].claim_id not in found]
+        hashes = [((i, k), m.phash) for i in left for k, m in enumerate(claims[i].media) if m.phash]
+        closest = _closest_media(hashes, prints, phash_max_distance)  # (claim, medium) -> (distance, print)
+        for i in left:
+            media = range(len(claims[i].media))
+            if repeats_media(media, lambda k, i=i: (i, k) in closest):
+                _, j = min(closest[(i, k)] for k in media)
+                found[claims[i].claim_id] = {"quarter": quarter, "id": prints[j]["id"], "by": "media"}
     return found
 
 

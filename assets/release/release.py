@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import warnings
 import zipfile
 from collections import Counter
 from datetime import UTC, datetime
@@ -35,9 +36,17 @@ from assets.release.order import (
     seed_commitment,
     shuffled,
 )
-from assets.release.recurring import earlier_quarters, first_near_duplicate, match_recurring, release_fingerprints
+from assets.release.recurring import (
+    earlier_releases,
+    first_near_duplicate,
+    match_recurring,
+    release_content_id,
+    repeats_media,
+    release_fingerprints,
+)
 from dagster_project.config import PROJECT_ROOT, PipelineResource
-from dagster_project.history import latest_json
+from dagster_project.history import latest_json, latest_materialization
+from dagster_project.partitions import to_label
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
 from prompts import HERE as PROMPTS_DIR
@@ -64,7 +73,8 @@ def selection_rank(key: bytes):
 def remove_near_duplicates(
     claims: list[ScoredClaim], similarity: float, phash_max_distance: int = -1
 ) -> tuple[list[ScoredClaim], int]:
-    """Drop claims whose text nearly repeats, or whose media all belong to, an earlier claim.
+    """Drop claims whose text nearly repeats an earlier claim, or whose media all belong to earlier claims
+    (``recurring.repeats_media``, the rule across quarters too).
 
     A medium belongs to an earlier claim when it is the same file or, with ``phash_max_distance`` >= 0, when its
     perceptual hash is within that Hamming distance of one of the earlier claim's media (re-encoded, resized).
@@ -87,7 +97,7 @@ def remove_near_duplicates(
         text = MEDIA_REF.sub("", claim.text).casefold()
         others = [t for k, t in zip(kept, texts) if k.claim_id not in pair]
         twin = first_near_duplicate(text, others, similarity) is not None  # SCORER and the length guard
-        reused = bool(claim.media) and all(owners(m) - pair for m in claim.media)
+        reused = repeats_media(claim.media, lambda m: owners(m) - pair)
         if twin or reused:
             continue
         kept.append(claim)
@@ -586,10 +596,29 @@ def _cost_summary(llm: LLMResource, quarter: str) -> dict:
             "by_model": {model: {k: v[k] for k in keep} for model, v in report["by_model"].items()}}
 
 
+# A release reads the releases before it (recurring claims): the quarter before's, through this self-dependency, and
+# the ones that release read. So a backfill builds releases oldest first, and a rebuilt release makes the next stale.
+with warnings.catch_warnings():  # the first partition's quarter before does not exist: beta in 1.13, and needed
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    PREVIOUS_QUARTER = dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1,
+                                                     allow_nonexistent_upstream_partitions=True)
+
+
+def previous_release(context: dg.AssetExecutionContext) -> tuple[str, str, str] | None:
+    """(quarter, version, content id) of the release of the quarter before, as Dagster recorded its latest
+    materialization; None when that quarter has none (the first partition, or a quarter never released)."""
+    for key in context.asset_partition_keys_for_input("release"):
+        record = latest_materialization(context.instance, "release", to_label(key))
+        if record is not None:
+            meta = record.asset_materialization.metadata
+            return to_label(key), meta["version"].value, meta["content_id"].value if "content_id" in meta else ""
+    return None
+
+
 @stage_asset(
     "release",
     "The quarter's balanced split in the VeriTaS format (meta.json, claims.json, images/, videos/).",
-    deps=("rectified_claims",),
+    deps=("rectified_claims", dg.AssetDep("release", partition_mapping=PREVIOUS_QUARTER)),
     kinds=("json", "python"),
 )
 def release(
@@ -597,7 +626,9 @@ def release(
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
-    earlier = {q: release_fingerprints(store.latest_release(q)) for q in earlier_quarters(quarter, store.release_quarters())}
+    previous = previous_release(context)
+    chain = earlier_releases(previous[:2] if previous else None, store.release_folder)
+    earlier = {q: release_fingerprints(folder) for q, folder in chain.items()}
     recurring = match_recurring(claims, earlier, pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
     pool = claims
     if pipeline.recurring == "drop":  # an original that recurs takes its rectified variant with it, and back
@@ -625,7 +656,8 @@ def release(
         "models": llm.model_set(),
         "model_diversity": model_diversity(llm.model_set()),
         "llm_cost": _cost_summary(llm, quarter),
-        "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter)},
+        "inputs": {"rectified_claims": store.latest_version("rectified_claims", quarter),
+                   "releases": {q: folder.name for q, folder in chain.items()}},
         "selection": report,
         "order": order,
         # each medium's perceptual hash, by release medium id: later quarters match their claims against this one's
@@ -641,6 +673,7 @@ def release(
         "rectification": rewrite_summary(chosen, adversarial),
         "recurring": {"mode": pipeline.recurring, "count": len(marks), "share": round(len(marks) / max(len(chosen), 1), 4),
                       "claims": {str(k): v for k, v in sorted(marks.items())}, "earlier_quarters": sorted(earlier),
+                      "earlier_releases": {q: release_content_id(folder) for q, folder in chain.items()},
                       "dropped": len(claims) - len(pool)},
         "injection_policy": pipeline.injection_policy,
     }
@@ -650,6 +683,7 @@ def release(
         raise dg.Failure(f"release {quarter} failed the format check ({len(problems)} problems), first: {problems[0]}",
                          metadata={"problems": dg.MetadataValue.json(problems[:50])})
     final = store.publish_release(quarter, staging)
+    content_id = release_content_id(final)
     stats = StageYield(len(claims))
     if len(pool) < len(claims):
         stats.drop("recurring", len(claims) - len(pool))
@@ -665,6 +699,7 @@ def release(
     context.log.info(f"release {quarter}: " + "; ".join(summary))
     meta.update({
         "quarter": quarter, "version": version, "path": dg.MetadataValue.path(str(final)),
+        "content_id": content_id, "previous_release": previous[2] if previous else "",
         **{f"claims/{k}": v for k, v in counts.items()},
         **{f"media/{k}": v for k, v in manifest["counts"]["media_counts"].items()},
         "claims/with_media": report["media_claims"], "claims/injection_flagged": sum(bool(f) for f in flags),
@@ -673,4 +708,4 @@ def release(
         "integrity_summary": "\n".join(summary),
         "selection": dg.MetadataValue.json(report),
     })
-    return dg.MaterializeResult(metadata=meta)
+    return dg.MaterializeResult(metadata=meta, data_version=dg.DataVersion(content_id))

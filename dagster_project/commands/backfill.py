@@ -9,7 +9,9 @@ only watches. The runs execute in the command's process, one after another (``--
 ingestion stages), or each in a process of its own started by a code server (``--launch processes``). The bars
 read the backfill's own status. Ctrl-C or SIGTERM cancels the backfill: the quarter under way stops at its
 current step (here) or is terminated (processes), the queued ones never start. ``veritas backfill --retry ID``
-starts a new backfill of what ID did not materialize. Pool limits (``pools:`` in the config) are set on the
+starts a new backfill of what ID did not materialize. ``veritas backfill --stale`` rebuilds the quarters whose stages
+are stale (a parent materialized anew since, as the UI shows; for the release, also a release of the quarter before
+other than the one it read), round after round, since a rebuilt release can make the next one stale. Pool limits (``pools:`` in the config) are set on the
 instance, so they bind every run of it.
 """
 
@@ -184,6 +186,70 @@ def retry_backfill(instance, context, backfill_id: str) -> str:
     return backfill.backfill_id
 
 
+def release_reads_another(instance, graph, key: str) -> bool:
+    """Whether the quarter's release read a release of the quarter before other than the one Dagster records now
+    (its metadata ``previous_release`` against that one's ``content_id``, "" for none). Dagster's own stale status
+    misses one case: the first release an instance ever built records no pointer to the quarter before, so a
+    release built before the one of the quarter before looks fresh to it."""
+    import dagster as dg
+
+    from dagster_project.history import latest_materialization
+    from dagster_project.partitions import to_label
+
+    record = latest_materialization(instance, "release", to_label(key))
+    if record is None or "previous_release" not in record.asset_materialization.metadata:
+        return False  # never built, or built before releases named the release they read
+    read = record.asset_materialization.metadata["previous_release"].value
+    release = dg.AssetKey("release")
+    for parent in graph.get_parent_partition_keys_for_child(key, release, release).partitions_subset.get_partition_keys():
+        before = latest_materialization(instance, "release", to_label(parent))
+        now = None if before is None else before.asset_materialization.metadata.get("content_id")
+        return read != (now.value if now is not None else "")
+    return read != ""
+
+
+def stale_partitions(instance, context, stages: list[str], keys: list[str]) -> list[tuple[str, str]]:
+    """(stage, partition key) of each materialized quarter of ``stages`` that is stale: Dagster's stale status (what
+    the UI shows), or a release that read another release of the quarter before than the current one."""
+    import dagster as dg
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.definitions.partitions.context import partition_loading_context
+
+    request = context.create_request_context()
+    graph = request.asset_graph
+    resolver = CachingStaleStatusResolver(instance, graph, request)
+    found = []
+    with partition_loading_context(dynamic_partitions_store=instance):
+        for stage in stages:
+            for key in keys:
+                status = resolver.get_status(dg.AssetKey(stage), key)
+                if status == StaleStatus.STALE or (
+                        stage == "release" and status != StaleStatus.MISSING and release_reads_another(instance, graph, key)):
+                    found.append((stage, key))
+    return found
+
+
+def stale_backfill(instance, context, found: list[tuple[str, str]], title: str) -> str:
+    """Add an asset backfill of exactly the stale (stage, partition key) pairs ``found``."""
+    import dagster as dg
+    from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+    from dagster._core.definitions.events import AssetKeyPartitionKey
+    from dagster._core.execution.backfill import PartitionBackfill
+    from dagster._core.utils import make_new_backfill_id
+
+    graph = context.create_request_context().asset_graph
+    subset = AssetGraphSubset.from_asset_partition_set(
+        {AssetKeyPartitionKey(dg.AssetKey(stage), key) for stage, key in found}, asset_graph=graph)
+    backfill = PartitionBackfill.from_asset_graph_subset(
+        backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(),
+        tags={"veritas/command": "backfill", "veritas/stale": "true"}, dynamic_partitions_store=instance,
+        asset_graph_subset=subset, title=title, description=f"veritas backfill --stale: {len(found)} stale",
+        run_config=RUN_CONFIG,
+    )
+    instance.add_backfill(backfill)
+    return backfill.backfill_id
+
+
 def daemon_serves(instance) -> bool:
     """Whether a live dagster-daemon runs this instance's backfills (then the command only watches)."""
     from dagster._daemon.controller import get_daemon_statuses
@@ -312,8 +378,35 @@ def follow(instance, context, backfill_id: str, stages: list[str], total: int, b
             signal.signal(sig, handler)
 
 
+def stale_rounds(instance, context, stages: list[str], keys: list[str], bars: bool, tick: float, stop: Stop,
+                 here: bool) -> tuple[str, str]:
+    """Backfills of the stale quarters of ``stages`` until none is stale (a rebuilt release can make the next one
+    stale: Dagster shows staleness one edge at a time); returns the last backfill's id and status."""
+    from dagster_project.partitions import to_label
+
+    backfill_id, status = "", "COMPLETED_SUCCESS"
+    for round_ in range(1, len(stages) * len(keys) + 2):
+        found = stale_partitions(instance, context, stages, keys)
+        if not found:
+            print(f"[backfill] nothing stale{' is left' if backfill_id else ''} in {len(keys)} quarters of "
+                  f"{', '.join(stages)}", flush=True)
+            return backfill_id, status
+        quarters = sorted({k for _, k in found})
+        listed = ", ".join(f"{stage} {to_label(k)}" for stage, k in found)
+        backfill_id = stale_backfill(instance, context, found, f"stale, round {round_}: {listed}")
+        print(f"[backfill] {backfill_id}: round {round_}, stale: {listed}", flush=True)
+        stop.backfill_id = backfill_id
+        status = follow(instance, context, backfill_id, sorted({s for s, _ in found}, key=stages.index),
+                        len(quarters), bars, tick, stop, here)
+        if status != "COMPLETED_SUCCESS" or stop.at is not None:
+            return backfill_id, status
+    raise RuntimeError("stale quarters after as many rounds as there are stage partitions: something rebuilds "
+                       "without settling")
+
+
 def run_backfill(config_path: str | None, first: str | None, last: str | None, until: str | None,
-                 start: str | None, retry: str | None, bars: bool, tick: float = 1.0, launch: str = "auto") -> int:
+                 start: str | None, retry: str | None, bars: bool, tick: float = 1.0, launch: str = "auto",
+                 stale: bool = False) -> int:
     from dagster_project.config import load_config
     from dagster_project.instance import project_instance
     from dagster_project.partitions import quarterly_partitions, to_label
@@ -326,9 +419,13 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
         if old is None or not old.is_asset_backfill:
             raise ValueError(f"no backfill {retry!r} in this instance")
         stages = [s for s in stage_selection(None, None) if s in {k.to_user_string() for k in old.asset_selection}]
+    elif stale:  # every quarter unless a range is given
+        stages = stage_selection(start, until)
+        keys = quarter_keys(first, last or quarterly_partitions.get_last_partition_key()) if first else \
+            quarterly_partitions.get_partition_keys()
     else:
         if not first:
-            raise ValueError("give --from A [--to B], or --retry ID")
+            raise ValueError("give --from A [--to B], --stale, or --retry ID")
         stages = stage_selection(start, until)
         keys = quarter_keys(first, last or quarterly_partitions.get_last_partition_key())
     here = launches_here(stages, launch) and not daemon_serves(instance)
@@ -340,7 +437,11 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
         error = context.create_request_context().get_code_location_error("veritas")
         if error is not None:
             raise RuntimeError(f"the code location did not load, so no backfill was created: {error.message.strip()}")
-        if retry:
+        if stale:
+            backfill_id, status = stale_rounds(instance, context, stages, keys, bars, tick, stop, here)
+            if not backfill_id:
+                return 0
+        elif retry:
             backfill_id = retry_backfill(instance, context, retry)
             graph = context.create_request_context().asset_graph
             target = instance.get_backfill(backfill_id).get_asset_backfill_data(graph).target_subset
@@ -349,10 +450,11 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
             title = f"{to_label(keys[0])}..{to_label(keys[-1])}: {stages[0]}..{stages[-1]}"
             backfill_id = create_backfill(instance, context, keys, stages, title)
             total = len(keys)
-        print(f"[backfill] {backfill_id}: {total} quarters, stages {', '.join(stages)}"
-              f"{' (a dagster-daemon runs it)' if daemon_serves(instance) else ''}", flush=True)
-        stop.backfill_id = backfill_id
-        status = follow(instance, context, backfill_id, stages, total, bars, tick, stop, here)
+        if not stale:
+            print(f"[backfill] {backfill_id}: {total} quarters, stages {', '.join(stages)}"
+                  f"{' (a dagster-daemon runs it)' if daemon_serves(instance) else ''}", flush=True)
+            stop.backfill_id = backfill_id
+            status = follow(instance, context, backfill_id, stages, total, bars, tick, stop, here)
     print(f"[backfill] {backfill_id}: {status}", flush=True)
     if status == "COMPLETED_SUCCESS":
         return 0
@@ -363,7 +465,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
 def handle(args: argparse.Namespace) -> int:
     bars = sys.stderr.isatty() if args.bars is None else args.bars
     return run_backfill(args.config, args.first, args.last, args.until, args.start, args.retry, bars, args.tick,
-                        args.launch)
+                        args.launch, args.stale)
 
 
 def register(subparsers) -> list[argparse.ArgumentParser]:
@@ -374,6 +476,9 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     p.add_argument("--until", help="stop each quarter after this asset")
     p.add_argument("--start", help="begin each quarter at this asset (its upstream tables must exist)")
     p.add_argument("--retry", metavar="ID", help="a new backfill of what backfill ID did not materialize")
+    p.add_argument("--stale", action="store_true",
+                   help="rebuild exactly the stale quarters of the stages (every quarter, or --from/--to), round "
+                        "after round until none is stale: a rebuilt release makes the next quarter's stale")
     p.add_argument("--launch", choices=("auto", "here", "processes"), default="auto",
                    help="run the quarters in this process one after another (here) or each in a process of its "
                         "own, in parallel (processes); auto: here when only ingestion stages are selected")

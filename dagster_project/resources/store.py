@@ -394,7 +394,12 @@ class StoreResource(dg.ConfigurableResource):
             name = self.get_bytes(f"releases/{quarter}/LATEST").decode().strip()
         except FileNotFoundError:
             return None
-        folder = pointed_folder(self.base / "releases" / quarter, name, f"{self.location}/releases/{quarter}/LATEST")
+        pointed_folder(self.base / "releases" / quarter, name, f"{self.location}/releases/{quarter}/LATEST")
+        return self.release_folder(quarter, name)
+
+    def release_folder(self, quarter: str, name: str) -> Path:
+        """The local folder of one published version of the quarter's release (every version is kept)."""
+        folder = self.base / "releases" / quarter / name
         if self.is_s3 and not folder.exists():
             scratch = Path(tempfile.mkdtemp(dir=self._mkparent(folder), prefix=TMP_PREFIX))
             try:
