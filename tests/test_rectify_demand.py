@@ -120,17 +120,18 @@ def test_recurring_drop_rewrites_every_compromised_claim_so_the_release_is_not_s
     short. No release is an input of stage 7 (the release reads stage 7: Dagster refuses the cycle), so stage 7
     rewrites every Compromised claim then, as stage 6 scores every claim."""
     claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
-    plan = DemandPlan(claims, PipelineResource(release_size=20))
+    plan = DemandPlan(claims, PipelineResource(release_size=20), key=ORDER_KEY)
     # the claims that recur from an earlier release: two natural Intact ones and the four demand rewrites
     recurring = {c.claim_id for c in claims[:2]} | {c.claim_id for c in plan.candidates[:4]}
 
     def released(out):  # the release's drop: an original that recurs takes its variant with it
         gone = {k for c in out if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
-        return select_release([c for c in out if c.claim_id not in gone], 20, 0.8, 92, dedupe=False)[1]
+        return select_release([c for c in out if c.claim_id not in gone], 20, 0.8, 92, dedupe=False, key=ORDER_KEY)[1]
 
-    demand, _ = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None)
+    demand, _ = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None,
+                            key=ORDER_KEY)
     assert released(demand)["feasible_size"] < 20  # what recurring: drop with a demand plan gave
     out, stats = rectify_all(claims, articles, resource(stub, tmp_path / "drop"),
-                             PipelineResource(release_size=20, recurring="drop"), None)
+                             PipelineResource(release_size=20, recurring="drop"), None, key=ORDER_KEY)
     assert stats.extra["rectify/mode"] == "all (recurring: drop)" and stats.extra["rectify/attempted"] == 30
     assert released(out)["feasible_size"] == 20

@@ -171,7 +171,8 @@ class Planner:
             common = {"media": c.media, "language": c.language, "claim_date": str(c.claim_date or ""),
                       "evidence": evidence[first]}
             self.ask(est, first, "rectify_claim", claim=c.text, decisive_property="veracity", justification="",
-                     max_words=self.pipeline.max_words, max_sentences=self.pipeline.max_sentences, **common)
+                     max_words=self.pipeline.max_words, max_sentences=self.pipeline.max_sentences, previous="",
+                     critique="", round=1, **common)  # the first round: refine rounds are not planned (yet)
             self.ask(est, first, "check_rectified", original=c.text, claim=c.text, **common)
             self.rate(est, c.text, c.media, c.language, common["claim_date"], evidence)
         return est
