@@ -19,7 +19,8 @@ REVIEWS, RELEASE = 300, 100
 # checks expect; the release takes 8 of the variants (tests/test_score_demand.py and tests/test_rectify_demand.py
 # cover scoring and rectification on demand, bench/rehearsal.py both at full size)
 STAGES = {"rectify": "all", "score": "all"}
-SIM_KEY = {"VERITAS_SIM_KEY": "sk-simulated"}
+# the panel's API key, and a fixed release order key: a new data dir would draw its own, and with it another selection
+SIM_KEY = {"VERITAS_SIM_KEY": "sk-simulated", "VERITAS_RELEASE_KEY": "5eed" * 16}
 PANEL_FAULTS = {"rate_limit": 0.01, "server_error": 0.005, "malformed": 0.005, "refusal": 0.002}
 # the simulated writer's styles (dagster_project/simulation/rewrites.py), PanelConfig's default mix: the checker
 # refuses the negation template as not shareable, so stage 7 has refusals to count
