@@ -264,3 +264,12 @@ def llm_metadata(llm, stage: str, run_id: str) -> dict:
 def count(stats: StageYield, key: str, n: int = 1) -> None:
     """A numeric metadata counter beside the drops (labels, platforms, fallbacks)."""
     stats.extra[key] = int(stats.extra.get(key, 0)) + n
+
+
+def quantiles(values) -> dict[str, float]:
+    """p10, median and p90 (the nearest rank below) and the max of ``values``; {} when there are none."""
+    ranked = sorted(values)
+    if not ranked:
+        return {}
+    at = lambda p: ranked[min(len(ranked) - 1, int(p * len(ranked)))]  # noqa: E731
+    return {"p10": at(0.1), "median": at(0.5), "p90": at(0.9), "max": ranked[-1]}

@@ -11,6 +11,7 @@ from assets.common import (
     StageYield,
     count,
     map_records,
+    quantiles,
     stable_id,
 )
 from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evidence, prefetch
@@ -285,7 +286,6 @@ def refine_report(outcomes, refine_rounds: int) -> dict:
     reason, and the variants' word-level edit ratio against their claim (quantiles)."""
     held = [(v, trace) for v, _, trace in outcomes if v is not None]
     refusals = Counter(r for _, _, trace in outcomes for r in trace.get("refusals", []))
-    ratios = sorted(v.edit_ratio for v, _ in held if v.edit_ratio is not None)
     out = {"refine/rounds_allowed": refine_rounds,
            "refine/saved": sum(trace["rounds"] > 1 for _, trace in held),
            "refine/calls": sum(trace.get("refine_calls", 0) for _, _, trace in outcomes),
@@ -293,10 +293,8 @@ def refine_report(outcomes, refine_rounds: int) -> dict:
            **{f"refine/held_in_round_{r}": sum(trace["rounds"] == r for _, trace in held) for r in
               range(1, refine_rounds + 2)},
            **{f"refine/refused/{k}": n for k, n in sorted(refusals.items())}}
-    if ratios:
-        q = lambda p: ratios[min(len(ratios) - 1, int(p * len(ratios)))]  # noqa: E731 - a quantile of the sorted list
-        out.update({"edit_ratio/p10": q(0.1), "edit_ratio/median": q(0.5), "edit_ratio/p90": q(0.9),
-                    "edit_ratio/max": ratios[-1]})
+    out.update({f"edit_ratio/{k}": v for k, v in quantiles(v.edit_ratio for v, _ in held
+                                                            if v.edit_ratio is not None).items()})
     return out
 
 

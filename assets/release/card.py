@@ -213,7 +213,7 @@ def rewrite_markdown(report: dict) -> str:
             "claim that replaces what the fact-check shows false, checked by another model; a rewrite that adds "
             "negation or hedge words is refused, and the refusal goes back to the writer for another round). Which "
             "claims they are is never published." + (f" They held after: {rounds}." if rounds else "")
-            + (f" Word-level edit ratio against the claim they rewrite: median {ratio['p50']:.2f}, 10th-90th "
+            + (f" Word-level edit ratio against the claim they rewrite: median {ratio['median']:.2f}, 10th-90th "
                f"percentile {ratio['p10']:.2f}-{ratio['p90']:.2f}, max {ratio['max']:.2f}." if ratio else ""))
     if "skipped" in f:
         text += f" The adversarial filter did not run: {f['skipped']}."

@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.common import StageYield, load_upstream, quarter_of_context, stage_asset
+from assets.common import StageYield, load_upstream, quantiles, quarter_of_context, stage_asset
 from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.bins import EPS, PUBLISHED_DECIMALS, bin3
@@ -579,11 +579,9 @@ def rewrite_summary(chosen: list[ScoredClaim], adversarial: dict) -> dict:
     rounds of the critique-and-refine loop they took, their word-level edit ratio (quantiles), and the adversarial
     filter's report."""
     variants = [c for c in chosen if c.variant == "rectified"]
-    ratios = sorted(c.edit_ratio for c in variants if c.edit_ratio is not None)
-    quantiles = {f"p{int(q * 100)}": ratios[min(len(ratios) - 1, int(q * len(ratios)))] for q in (0.1, 0.5, 0.9)}
     return {"released": len(variants),
             "rounds": {str(r): n for r, n in sorted(Counter(c.rewrite_rounds for c in variants).items())},
-            "edit_ratio": {**quantiles, "max": ratios[-1]} if ratios else {},
+            "edit_ratio": quantiles(c.edit_ratio for c in variants if c.edit_ratio is not None),
             "adversarial_filter": adversarial}
 
 
