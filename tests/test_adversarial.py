@@ -70,7 +70,7 @@ def test_too_few_natural_claims_to_train_on_is_said_not_guessed():
     claims = quarter(n_natural=3, n_false=20)
     natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
     scores, left_out, report = filter_detectable(natural, [c for c in claims if c.variant == "rectified"])
-    assert scores == {} and left_out == set() and "fewer than 5 natural Intact claims" in report["skipped"]
+    assert scores == {} and left_out == set() and "fewer than 5 natural claims" in report["skipped"]
 
 
 def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_path):
@@ -85,5 +85,5 @@ def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_pat
     ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
     audit = shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)
     assert audit["text_problems"][0].startswith(
-        "the text tells rewritten Intact claims from natural ones: rectified-style accuracy")
+        "the text tells rewritten claims from natural ones: rectified-style accuracy")
     assert "stages.rectify_surplus" in audit["text_problems"][0]

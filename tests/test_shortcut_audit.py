@@ -168,13 +168,15 @@ def test_rectified_style_detects_a_rewrite_marker():
     found = style["rectified_style"]
     assert (found["rectified"], found["original"]) == (30, 30), found
     assert found["above_chance"] and found["accuracy"] > 0.8, found
-    assert style["problems"] == [] and "tells rewritten Intact claims from natural ones" in audit_markdown(style)
-    assert any(p.startswith("the text tells rewritten Intact claims from natural ones: rectified-style accuracy")
+    assert found["against"].startswith("natural Compromised claims")  # the population a rewrite hides among
+    assert style["problems"] == [] and "tells the rewritten ones from the natural ones" in audit_markdown(style)
+    assert any(p.startswith("the text tells rewritten claims from natural ones: rectified-style accuracy")
                for p in style["text_problems"])  # issue 33: it blocks publication
+    assert style["rectified_vs_natural_intact"]["above_chance"]  # against natural Intact claims, reported too
     natural = shortcut_audit(release(labels, variants=variants), [])["rectified_style"]
     assert natural["above_chance"] is False, natural
     few = shortcut_audit(release(labels), [])
-    assert "skipped" in few["rectified_style"] and "rectified style - (n=60)" in audit_line(few)
+    assert "skipped" in few["rectified_style"] and "rectified style - (n=30)" in audit_line(few)
 
 
 def test_tiny_or_single_label_releases_are_skipped():

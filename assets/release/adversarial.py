@@ -1,5 +1,6 @@
 """Adversarial filtering of rewritten claims (AFLite, Le Bras et al. 2020): which rectified variants a text
-classifier tells from the quarter's natural Intact claims, so that the release can leave those out.
+classifier tells from the quarter's natural claims (the release passes the natural Compromised claims: the rewrites come
+from the same false-rated population and must hide among them), so that the release can leave those out.
 
 Most of a real release's Intact half is rewrites, so a reader who can tell a rewrite from a natural claim has the
 label. ``filter_detectable`` trains, many times over, a linear classifier (TF-IDF as the shortcut audit reads the
@@ -65,7 +66,7 @@ def filter_detectable(natural: list[ScoredClaim], variants: list[ScoredClaim], k
                         f"within max({STYLE_MARGIN}, 2 standard errors) of 0.5", "variants": len(variants),
               "natural": len(natural), "threshold": THRESHOLD}
     if len(natural) < MIN_NATURAL or not variants:
-        return {}, set(), {**report, "skipped": f"fewer than {MIN_NATURAL} natural Intact claims, or no variant",
+        return {}, set(), {**report, "skipped": f"fewer than {MIN_NATURAL} natural claims to train on, or no variant",
                            "left_out": 0, "rounds": 0}
     kept = list(variants)
     scores: dict[str, float] = {}

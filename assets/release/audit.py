@@ -249,14 +249,14 @@ def _lookup_balanced(x, y, train, test):
 
 
 def _rectified_fields(rows: list[dict], seed: int) -> dict:
-    """Among Intact claims: does any other published field than the text (date, language, publisher, media, text
-    length) tell a rewritten claim from a natural one? Balanced accuracy of each field alone."""
-    intact = [r for r in rows if r["label"] == "intact"]
-    y = np.array([r.get("variant") == "rectified" for r in intact], dtype=int)
+    """Does any other published field than the text (date, language, publisher, media, text length) tell a rewritten
+    claim from the natural Compromised claims it hides among (as ``_style``)? Balanced accuracy of each field."""
+    group = [r for r in rows if r.get("variant") == "rectified" or r["label"] == "compromised"]
+    y = np.array([r.get("variant") == "rectified" for r in group], dtype=int)
     if min(int(y.sum()), int(len(y) - y.sum())) < MIN_STYLE:
         return {}
-    return {name: _judged({"claims": len(intact), **_measure(_lookup_balanced, _codes(intact, name), y, seed,
-                                                             balanced=True)}, metric="balanced accuracy")
+    return {name: _judged({"claims": len(group), **_measure(_lookup_balanced, _codes(group, name), y, seed,
+                                                            balanced=True)}, metric="balanced accuracy")
             for name in RECTIFIED_FIELDS}
 
 
@@ -265,17 +265,23 @@ def _text(rows: list[dict], y: np.ndarray, seed: int, **extra) -> dict:
                    model="tfidf+lr", **extra)
 
 
-def _style(rows: list[dict], seed: int) -> dict:
-    """Among Intact claims: can the text tell a rectified (rewritten) claim from a natural one? Balanced accuracy
-    (chance 0.5 whatever the mix): rewrites are most of a real Intact half, and plain accuracy could not rise above
-    the majority on a cue that marks only part of them."""
-    intact = [r for r in rows if r["label"] == "intact"]
-    y = np.array([r.get("variant") == "rectified" for r in intact], dtype=int)
-    counts = {"rectified": int(y.sum()), "original": int(len(y) - y.sum())}
-    if min(counts.values()) < MIN_STYLE:
-        return {**counts, "skipped": f"fewer than {MIN_STYLE} rectified or natural Intact claims"}
-    x = text_vectors([r["text"] for r in intact])
-    return _judged({"claims": len(intact), **_measure(_linear_balanced, x, y, seed, balanced=True)},
+STYLE_AGAINST = {"compromised": "natural Compromised claims (the false-rated claims the rewrites come from)",
+                 "intact": "natural Intact claims"}
+
+
+def _style(rows: list[dict], seed: int, against: str = "compromised") -> dict:
+    """Can the text tell a rectified (rewritten) claim from the natural claims of label ``against``? Balanced accuracy
+    (chance 0.5 whatever the mix). Against natural Compromised claims, the population the rewrites are drawn from,
+    it measures the rewriting itself: the attack "rewritten means Intact" must tell a rewrite from them. Against
+    natural Intact claims it measures that and what the world puts apart (the claims rated true are about other
+    things, from other publishers), which natural claims alone show in ``natural_text``."""
+    group = [r for r in rows if r.get("variant") == "rectified" or r["label"] == against]
+    y = np.array([r.get("variant") == "rectified" for r in group], dtype=int)
+    counts = {"rectified": int(y.sum()), "original": int(len(y) - y.sum()), "against": STYLE_AGAINST[against]}
+    if min(counts["rectified"], counts["original"]) < MIN_STYLE:
+        return {**counts, "skipped": f"fewer than {MIN_STYLE} rectified claims or {STYLE_AGAINST[against]}"}
+    x = text_vectors([r["text"] for r in group])
+    return _judged({"claims": len(group), **_measure(_linear_balanced, x, y, seed, balanced=True)},
                    model="tfidf+lr (balanced)", metric="balanced accuracy", **counts)
 
 
@@ -305,7 +311,7 @@ def text_problems(report: dict) -> list[str]:
     style = report.get("rectified_style") or {}
     if style.get("above_chance"):
         problems.append(
-            f"the text tells rewritten Intact claims from natural ones: rectified-style accuracy {style['accuracy']:.2f}"
+            f"the text tells rewritten claims from natural ones: rectified-style accuracy {style['accuracy']:.2f}"
             f" against chance {style['null_mean']:.2f} + margin {style['margin']:.2f}. Rewrites need to read like the "
             "claims people post: look at the rejected and kept rewrites (rectified_claims), the rewrite prompt and "
             "the writer model, or raise stages.rectify_surplus so the adversarial filter has rewrites to spare")
@@ -348,6 +354,7 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
                 entry["selection"] = None if pool_skipped or "skipped" in entry else _selection(entry, entry["pool"])
             features[name] = entry
         text, style = _text(release, y, seed, group="text"), _style(release, seed)
+        style_intact = _style(release, seed, "intact")
         natural = _natural_text(pool, counts, seed) if pool else {"skipped": "no pool"}
         fields = _rectified_fields(release, seed)
     top = int(counts.argmax())
@@ -359,6 +366,7 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
         "pool": {"name": POOL_NAME, "claims": len(pool), "subsample": len(draws[0]) if draws else 0,
                  "draws": len(draws), "skipped": pool_skipped or None},
         "features": features, "text": text, "natural_text": natural, "rectified_style": style,
+        "rectified_vs_natural_intact": style_intact,
         "rectified_fields": fields,
     })
     report["problems"] = audit_problems(report)
@@ -447,15 +455,21 @@ def audit_markdown(report: dict) -> str:
     if "accuracy" not in style:
         lines.append(f"Rectified style: not measured ({style['skipped']}).")
     else:
-        lines.append(f"Rectified style: among {style['rectified']} rewritten and {style['original']} natural Intact "
-                     "claims, a text classifier (same cross-validation, TF-IDF + logistic regression) "
+        lines.append(f"Rectified style: among {style['rectified']} rewritten claims and {style['original']} "
+                     f"{style.get('against', 'natural claims')}, a text classifier (same cross-validation, TF-IDF + "
+                     "logistic regression, balanced classes) "
                      + ("tells" if style["above_chance"] else "does not reliably tell")
-                     + f" rewritten Intact claims from natural ones with accuracy {style['accuracy']:.2f} vs "
-                       f"{style['majority_accuracy']:.2f} (majority) and {style['null_mean']:.2f} (chance).")
+                     + f" the rewritten ones from the natural ones: balanced accuracy {style['accuracy']:.2f} vs "
+                       f"{style['null_mean']:.2f} (chance).")
+        vs = report.get("rectified_vs_natural_intact") or {}
+        if "accuracy" in vs:
+            lines.append(f"Against the {vs['original']} natural Intact claims the same classifier reaches "
+                         f"{vs['accuracy']:.2f}: that figure also holds what the world puts apart (claims rated true "
+                         "are about other things, from other publishers), which natural claims alone show above.")
     told = [f"{n} ({f['accuracy']:.2f} vs {f['null_mean']:.2f})" for n, f in (report.get("rectified_fields") or {}).items()
             if f.get("above_chance")]
     if report.get("rectified_fields"):
-        lines.append("Other published fields, each alone (balanced accuracy of rewritten vs natural Intact claims): "
+        lines.append("Other published fields, each alone (balanced accuracy of rewritten vs natural Compromised claims): "
                      + (f"above chance: {', '.join(told)}." if told else
                         f"none of {', '.join(report['rectified_fields'])} tells them apart beyond chance."))
     pool = report["pool"]

@@ -219,7 +219,8 @@ def rewrite_markdown(report: dict) -> str:
         text += f" The adversarial filter did not run: {f['skipped']}."
     elif f:
         text += (f" Before selection, an adversarial filter ({f['method']}) left out {f['left_out']} of "
-                 f"{f['variants']} rewrites that a classifier told from the {f['natural']} natural Intact claims; "
+                 f"{f['variants']} rewrites that a classifier told from the {f['natural']} natural Compromised claims they "
+                 "hide among; "
                  "the selection took the rest least detectable first.")
     if simulated_panel(report):
         text += (" These figures come from the simulated model panel and its scripted rewriter: they show the "

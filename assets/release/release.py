@@ -268,7 +268,7 @@ def select_release(
 
 
 def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key: bytes) -> tuple[list, dict, dict]:
-    """``select_release`` after adversarial filtering: the rewrites a classifier tells from the natural Intact claims
+    """``select_release`` after adversarial filtering: the rewrites a classifier tells from natural Compromised claims
     are left out, as far as the release can spare them (it keeps as many as the selection uses), and the rest are
     taken least detectable first. Returns the chosen claims, the selection's report and the filter's."""
     args = (pipeline.release_size, pipeline.media_share, pipeline.text_duplicate_similarity,
@@ -282,7 +282,10 @@ def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key
     # the Compromised half does not depend on the variants: those of its claims can serve no Intact half
     taken = {c.claim_id for c in first if c.integrity.label == "compromised"}
     usable = [c for c in variants if c.variant_of not in taken]
-    natural = [c for c in pool if c.variant == "original" and c.integrity.label == "intact"]
+    # the rewrites must read like the natural Compromised claims they hide among (not their own originals)
+    hidden = {c.variant_of for c in usable}
+    natural = [c for c in pool if c.variant == "original" and c.integrity.label == "compromised"
+               and c.claim_id not in hidden]
     detectability, left_out, adversarial = filter_detectable(
         natural, usable, keep_at_least=needed, seed=int(keyed(key, "adversarial filter")[:8], 16))
     chosen, report = select_release([c for c in pool if c.claim_id not in left_out], *args, key=key,
