@@ -64,7 +64,7 @@ def test_every_stage_ran_and_the_funnel_matches_the_planted_failures(rehearsal):
         "not_rectified/adds_hedge": 1, "not_rectified/rescore_rater_disagreement": 19}
     assert styles["negation"] == 23 and styles["minimal"] > styles["negation"]
     assert extras["edit_ratio/median"] < 0.1 and extras["edit_ratio/p90"] <= 0.25
-    assert funnel["release"] == (342, RELEASE, {"near_duplicate": 4, "not_selected": 238})
+    assert funnel["release"] == (342, RELEASE, {"near_duplicate": 3, "not_selected": 239})
     assert funnel["predictions"] == funnel["evaluation"] == (RELEASE, RELEASE, {})
 
 
@@ -77,7 +77,7 @@ def test_the_release_is_balanced_and_agrees_with_the_planted_truth(rehearsal):
     # Intact = Compromised; media claims at most 80%; never both variants of one claim; the planted truth recovered
     assert result == {"claims": RELEASE, "intact": 42, "compromised": 42, "unknown": 16, "media_share": 0.8,
                       "rectified": 8, "both_variants": 0, "accuracy_3bin": 1.0, "accuracy_category": 1.0,
-                      "mse": 0.0119}, result
+                      "mse": 0.0116}, result
 
 
 def test_the_panel_was_asked_every_prompt_and_knew_every_claim(rehearsal):
