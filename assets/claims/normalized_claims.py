@@ -11,6 +11,7 @@ from assets.common import (
     map_records,
     stable_id,
 )
+from assets.claims.failures import failure_kind
 from assets.claims.languages import canonical_language
 from assets.claims.leaks import reported_speech_mask, reports_a_claim, says_the_verdict
 from assets.claims.length import MEDIA_REF, bare_text, count_sentences, count_words
@@ -364,8 +365,10 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
 
     answers = dict(zip((m.medium_id for m in asked),  # the media's questions go out together
                        zip([members[0]] * len(asked), at_once(llm, members[:1], asked, lambda m: question(members[0], m)))))
-    for member in members[1:]:  # the failed ones again, to the next member
-        again = [m for m in asked if answers[m.medium_id][1].parsed is None]
+    for member in members[1:]:  # the failed ones again, to the next member; not an endpoint that could not be
+        # reached (the breaker and the stage's check stop a dead one): asking the others in turn tripled the wait
+        again = [m for m in asked if answers[m.medium_id][1].parsed is None
+                 and failure_kind(answers[m.medium_id][1].error) != "transport"]
         answers.update(zip((m.medium_id for m in again),
                            zip([member] * len(again), at_once(llm, [member], again, lambda m: question(member, m)))))
     for m in asked:
