@@ -12,7 +12,7 @@ import yaml
 
 from assets.ingestion.merging import ingest
 from dagster_project.cli import main
-from dagster_project.commands.plan import IMAGE_TOKENS, TYPICAL_COMPLETION
+from dagster_project.commands.plan import IMAGE_TOKENS, TYPICAL_COMPLETION, expected_rounds
 from dagster_project.config import PROJECT_ROOT
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.store import StoreResource
@@ -95,13 +95,16 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
         v = six["by_member"][member]
         assert v["cost_usd"] == pytest.approx(v["prompt_tokens"] * price["input_cost_per_token"]
                                               + v["completion_tokens"] * price["output_cost_per_token"])
-    # stage 7 on demand: three Compromised claims and no Intact one make one pair with one variant; at 85% holding,
-    # two rewrites of the text claims (claim 0, with media, is the Compromised half: the halves' media may differ by
-    # one claim): rewrite + check by the first member, then a full re-rating (veracity and coverage)
+    # stage 7 on demand: three Compromised claims and no Intact one make one pair with one variant; with the 30%
+    # spare and at 85% holding, two rewrites of the text claims (claim 0, with media, is the Compromised half: the
+    # halves' media may differ by one claim): rewrite + check by the first member in each of the rounds a rewrite is
+    # expected to take (two refine rounds allowed by default), then a full re-rating (veracity and coverage)
     seven = stages["rectified_claims"]
     assert seven["basis"] == ("3 claims labelled by their ratings; on demand: 1 variants lacking of 3 Compromised, "
-                              "2 rewrites at 85% holding")
-    assert (seven["by_member"]["text"]["calls"], seven["by_member"]["eyes"]["calls"]) == (2 * 2 + 4, 4)
+                              "30% spare, 2 rewrites at 85% holding")
+    rounds = expected_rounds(2)
+    assert 1.1 < rounds < 1.5
+    assert (seven["by_member"]["text"]["calls"], seven["by_member"]["eyes"]["calls"]) == (round(2 * 2 * rounds) + 4, 4)
     # the jobs run over the expected release: one pair, claim 0 (Compromised: its two images and veracity) and a
     # text claim's variant (Intact: veracity and coverage). The closed-book verifier rates them as stage 6 does, by
     # the first member alone; the evaluation asks no model without its contamination check
@@ -109,7 +112,7 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     assert stages["predictions"]["by_member"] == {**stages["predictions"]["by_member"], "eyes": {
         "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
     assert stages["predictions"]["calls"] == 4 + 1 and stages["evaluation"]["calls"] == 0
-    assert plan["total"]["calls"] == 5 + 10 + 12 + 5
+    assert plan["total"]["calls"] == 5 + 10 + seven["calls"] + 5 and seven["calls"] == round(2 * 2 * rounds) + 8
     assert plan["total"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in plan["stages"]))
     assert plan["total"]["cost_complete"] is True
     assert plan["prices_per_m"] == {"text": [1.0, 4.0], "eyes": [2.0, 8.0]}

@@ -157,23 +157,26 @@ class Planner:
             chosen, how = compromised, f"all {len(compromised)} Compromised"
         else:
             needed = demand.needed([], demand.candidates)
-            n = min(len(demand.candidates), math.ceil(needed / REWRITE_SUCCESS))
+            surplus = self.pipeline.rectify_surplus  # the spare variants the adversarial filter chooses among
+            n = min(len(demand.candidates), math.ceil(needed * (1 + surplus) / REWRITE_SUCCESS))
             chosen, how = demand.candidates[:n], (f"on demand: {needed} variants lacking of {len(compromised)} "
-                                                  f"Compromised, {n} rewrites at {REWRITE_SUCCESS:.0%} holding")
+                                                  f"Compromised, {surplus:.0%} spare, {n} rewrites at "
+                                                  f"{REWRITE_SUCCESS:.0%} holding")
         release, _ = demand.selection([hypothetical_variant(c) for c in held_share(chosen, REWRITE_SUCCESS)])
         return chosen, release, how
 
     def rectify(self, claims, articles, basis: str) -> Estimate:
         est = Estimate("rectified_claims", basis)
         first = self.llm.member_names()[0]
+        rounds = expected_rounds(self.pipeline.refine_rounds)
         for c in claims:
             evidence = self.evidence(articles.get(c.review_id), c.text)
             common = {"media": c.media, "language": c.language, "claim_date": str(c.claim_date or ""),
                       "evidence": evidence[first]}
             self.ask(est, first, "rectify_claim", claim=c.text, decisive_property="veracity", justification="",
                      max_words=self.pipeline.max_words, max_sentences=self.pipeline.max_sentences, previous="",
-                     critique="", round=1, **common)  # the first round: refine rounds are not planned (yet)
-            self.ask(est, first, "check_rectified", original=c.text, claim=c.text, **common)
+                     critique="", round=1, n=rounds, **common)  # later rounds' prompts are about as long
+            self.ask(est, first, "check_rectified", original=c.text, claim=c.text, n=rounds, **common)
             self.rate(est, c.text, c.media, c.language, common["claim_date"], evidence)
         return est
 
@@ -209,6 +212,15 @@ class Planner:
 # the share of rewrites that hold (checked consistent and shareable, re-scored Intact): 1,459 of 1,714 on the
 # rehearsal of 2026-12-01 (bench/rehearsal.py, simulated panel)
 REWRITE_SUCCESS = 0.85
+# the share of a rewrite's rounds that end refused and go on to another round (critique-and-refine), while rounds are
+# left: on the rehearsal of issue 33 (bench/rehearsal.py, simulated panel) the loop made 252 further calls, a writer
+# call and a check each, over 642 rewrites: 0.196 further rounds per rewrite, c + c^2 with two rounds allowed
+REFINE_CONTINUES = 0.17
+
+
+def expected_rounds(refine_rounds: int) -> float:
+    """Rounds a rewrite is expected to take (a writer call and a check each) with ``refine_rounds`` allowed."""
+    return sum(REFINE_CONTINUES ** r for r in range(refine_rounds + 1))
 EXPECTED_SCORE = {"intact": 1.0, "unknown": 0.0, "compromised_veracity": -1.0, "compromised_ooc": -1.0}
 
 
