@@ -13,7 +13,8 @@
    panel calls, tokens, cost, and CPU per model call.
 3. The release: size, Intact = Compromised, Unknown share, media share, both variants, 3-bin and category
    accuracy and MSE against the planted truth; then once more with the tie order swapped (must drop).
-4. Concurrency efficiency of scored_claims: calls/s over (calls in flight allowed / panel median latency), and the
+4. Concurrency efficiency of scored_claims: calls/s over (calls in flight allowed / panel median latency); each model
+   stage's wall time over its floor (its busiest member's calls / (slots / median latency); target 1.25), and the
    quarter's time from reviews to release (the two jobs that read the release, predictions and evaluation, apart).
    ``--figures-only`` stops here.
 5. A warm re-run (every stage): 0 panel calls.
@@ -90,6 +91,29 @@ def ledger(cache: Path, stage: str) -> dict:
         row = db.execute("SELECT COUNT(*), COALESCE(SUM(cache_hit=0),0), COALESCE(SUM(prompt_tokens+completion_tokens),0),"
                          " COALESCE(SUM(cost_usd),0) FROM llm_ledger WHERE stage=?", (stage,)).fetchone()
     return {"calls": row[0], "model_calls": row[1], "tokens": row[2], "cost": row[3]}
+
+
+def member_calls(cache: Path, stage: str) -> dict[str, int]:
+    """The calls each member answered for a stage (cache hits apart)."""
+    with sqlite3.connect(cache) as db:
+        return dict(db.execute("SELECT member, COUNT(*) FROM llm_ledger WHERE stage=? AND cache_hit=0 GROUP BY member",
+                               (stage,)).fetchall())
+
+
+def stage_floors(rows: dict, cache: Path, slots: int, latency: float) -> list[str]:
+    """Issue 36: each model stage's floor, its busiest member's calls over that member's rate (slots / the panel's
+    median latency), and the stage's wall time over it (target: at most 1.25)."""
+    lines = [f"model stages against their floor (busiest member's calls / ({slots} slots / {latency:.2f} s)):"]
+    for stage, r in rows.items():
+        calls = member_calls(cache, stage)
+        if not calls:
+            continue
+        busiest = max(calls, key=calls.get)
+        floor = calls[busiest] * latency / slots
+        lines.append(f"  {stage:<18} {r['wall_s']:6.0f} s, floor {floor:5.0f} s ({busiest} {calls[busiest]:,} of "
+                     f"{sum(calls.values()):,} calls: " + ", ".join(f"{m} {n:,}" for m, n in sorted(calls.items()))
+                     + f"), x{r['wall_s'] / floor:.2f}")
+    return lines
 
 
 def real_prices() -> list[tuple[str, float, float]]:
@@ -321,8 +345,10 @@ def main() -> int:
               f"{in_panel:.3f} s of panel time per answer: with every slot always busy it would be "
               f"{args.latency / in_panel:.2f}")
 
+        print("\n".join(stage_floors(rows, cache, args.max_parallel, args.latency)))
         quarter_s = sum(rows[s]["wall_s"] for s in STAGES[:STAGES.index("release") + 1])
-        print(f"the quarter, reviews to release: {quarter_s:.0f}s ({quarter_s / 60:.1f} min; target <= 40 min); "
+        print(f"the quarter, reviews to release: {quarter_s:.0f}s ({quarter_s / 60:.1f} min; target <= 10 min on a quiet "
+              "2-core machine); "
               f"the jobs that read it: {rows['predictions']['wall_s'] + rows['evaluation']['wall_s']:.0f}s")
         if args.figures_only:
             print(f"\ntotal {time.monotonic() - t0:.0f}s (SIMULATED quarter; data in {out})")
