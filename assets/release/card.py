@@ -439,8 +439,9 @@ def hf_data_files(quarter: str, has_images: bool) -> list[str]:
 
 def export_croissant(out: Path, quarters: list[str]) -> dict:
     """Croissant 1.0 metadata of an ``--format hf`` export: every quarter's table and media.parquet (with their
-    SHA-256), and the record sets ``claims`` and ``media`` over all of them, each with the quarter as a field. Each
-    release folder keeps its own croissant.json for that quarter alone."""
+    SHA-256), and the record sets ``claims`` and ``media`` over all of them, each with the quarter as a field. The file
+    sets name each quarter's folder: nothing else in ``out`` (a folder set aside by --force) is read. Each release
+    folder keeps its own croissant.json for that quarter alone."""
     distribution, quarter_regex = [], r"^([0-9]{4}Q[1-4])/.*$"
     for q in quarters:
         distribution += [_file(f"{q}/{HF_TABLE}", out, "application/x-parquet", f"{q}: one row per claim"),
@@ -448,14 +449,14 @@ def export_croissant(out: Path, quarters: list[str]) -> dict:
     distribution += [
         {"@type": "cr:FileSet", "@id": "claim-tables", "name": "claim-tables",
          "description": "the quarters' claim tables", "encodingFormat": "application/x-parquet",
-         "includes": f"*/{HF_TABLE}"},
+         "includes": [f"{q}/{HF_TABLE}" for q in quarters]},
         {"@type": "cr:FileSet", "@id": "media-tables", "name": "media-tables",
          "description": "the quarters' media tables", "encodingFormat": "application/x-parquet",
-         "includes": "*/media.parquet"},
+         "includes": [f"{q}/media.parquet" for q in quarters]},
         {"@type": "cr:FileSet", "@id": "images", "name": "images", "description": "the images (JPEG)",
-         "encodingFormat": "image/jpeg", "includes": "*/images/*.jpg"},
+         "encodingFormat": "image/jpeg", "includes": [f"{q}/images/*.jpg" for q in quarters]},
         {"@type": "cr:FileSet", "@id": "videos", "name": "videos", "description": "the videos (MP4)",
-         "encodingFormat": "video/mp4", "includes": "*/videos/*.mp4"},
+         "encodingFormat": "video/mp4", "includes": [f"{q}/videos/*.mp4" for q in quarters]},
     ]
     quarter = {"@type": "cr:Field", "@id": "claims/quarter", "name": "quarter", "description": _QUARTER_FIELD[2],
                "dataType": _QUARTER_FIELD[1], "source": {"fileSet": {"@id": "claim-tables"},
