@@ -196,6 +196,25 @@ def test_export_force_keeps_the_earlier_croissant(exported, tmp_path):
     assert {r["claims/quarter"] for r in claims} == {b"2025Q3"} and len(claims) == 3
 
 
+def test_an_older_release_without_the_recurring_columns_joins_the_dataset(tmp_path, monkeypatch):
+    """A release written before claims.parquet had recurring_quarter/recurring_id exports beside a newer one: its
+    split has those columns, empty (datasets refuses splits whose columns differ)."""
+    from datasets import load_dataset
+
+    from assets.release.card import export_hf
+
+    media = MediaStore(str(tmp_path / "media"))
+    releases = {q: tmp_path / q for q in QUARTERS[:2]}
+    for n, (quarter, folder) in enumerate(releases.items()):
+        folder.mkdir()
+        _release(folder, quarter, media, extra=n)
+    old = releases[QUARTERS[0]] / "claims.parquet"
+    pl.read_parquet(old).drop("recurring_quarter", "recurring_id").write_parquet(old)
+    out = export_hf(releases, tmp_path / "hf")
+    dd = load_dataset(str(out), cache_dir=_offline(monkeypatch, tmp_path))
+    assert dd[QUARTERS[0]]["recurring_id"] == [None, None] and dd[QUARTERS[1]].num_rows == 3
+
+
 def test_export_asks_for_quarters_one_way(exported, capsys):
     config = str(exported.parent / "veritas.yaml")  # the fixture's demo config
     for argv in (["--quarter", "2025Q3", "--from", "2025Q3"], ["--to", "2025Q4"], []):

@@ -432,6 +432,18 @@ def _small_types(kind: pa.DataType) -> pa.DataType:
     return kind
 
 
+def same_columns(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """The quarters' tables with the same columns in the same order (``datasets`` refuses splits that differ): a
+    column that an older release's claims.parquet lacks (``recurring_id`` came later) is added to it, empty."""
+    try:
+        schema = pa.unify_schemas([t.schema for t in tables.values()])
+    except pa.ArrowInvalid as e:
+        raise ValueError(f"the quarters' claims.parquet files disagree on a column's type ({e}); rebuild the older "
+                         "release with `veritas run --quarter Q` before exporting them together") from None
+    return {q: pa.table({f.name: t[f.name] if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
+                         for f in schema}, schema=schema) for q, t in tables.items()}
+
+
 def hf_data_files(quarter: str, has_images: bool) -> list[str]:
     """A split's files in the card: its table, and its images so that ``datasets`` picks the image folder builder."""
     return [f"{quarter}/{HF_TABLE}", *([f"{quarter}/images/*"] if has_images else [])]
@@ -525,7 +537,9 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
         if not (target / "croissant.json").exists():  # a release made before croissant.json existed
             write_release_card(target, quarter)
             (target / "README.md").unlink()
-        pq.write_table(hf_table(target, quarter, quarter, image_column), target / HF_TABLE)
+    tables = {q: hf_table(out / q, q, q, image_column) for q in quarters}
+    for quarter, table in same_columns(tables).items():
+        pq.write_table(table, out / quarter / HF_TABLE)
     info = {q: _quarter_info(out / q) for q in quarters}
     sections = "\n\n".join(f"## {q}\n\n{text}" for q in quarters
                              if (text := integrity_markdown(read_manifest(out / q), "###")))
