@@ -5,7 +5,6 @@ offline with `datasets` (images as pictures, a split per quarter, a config per q
 import io
 import json
 import logging
-import os
 import warnings
 from pathlib import Path
 

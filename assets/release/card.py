@@ -93,9 +93,10 @@ def _file(name: str, folder: Path, fmt: str, description: str) -> dict:
             "contentUrl": name, "encodingFormat": fmt, "sha256": sha256(folder / name)}
 
 
-def _fields(record_set: str, file_id: str, specs) -> list[dict]:
+def _fields(record_set: str, file_id: str, specs, files: str = "fileObject") -> list[dict]:
+    """Croissant fields read from the columns of ``file_id`` (a ``fileObject``, or with ``files`` a ``fileSet``)."""
     return [{"@type": "cr:Field", "@id": f"{record_set}/{col}", "name": col, "description": text, "dataType": kind,
-             "source": {"fileObject": {"@id": file_id}, "extract": {"column": col}}} for col, kind, text in specs]
+             "source": {files: {"@id": file_id}, "extract": {"column": col}}} for col, kind, text in specs]
 
 
 def croissant(folder: Path, quarter: str, release_version: str = "") -> dict:
@@ -374,10 +375,6 @@ def read_manifest(folder: Path) -> dict:
 #: The table of one quarter in an ``--format hf`` export, beside its images: ``datasets`` reads it as an image folder's
 #: metadata, so the ``images_file_names`` column becomes ``images``, a list of ``Image`` features.
 HF_TABLE = "metadata.parquet"
-#: Croissant RecordSets of the export's root croissant.json: (column, data type, description) beyond _CLAIM_FIELDS.
-_QUARTER_FIELD = ("quarter", "sc:Text", "the quarter (split) the claim was released in, e.g. 2025Q3")
-
-
 EXPORT_NOTE = (
     "## Loading\n\n```python\nfrom datasets import load_dataset\n\nveritas = load_dataset(\"path/to/this/folder\")"
     "        # a split per quarter\nq = load_dataset(\"path/to/this/folder\", \"2025Q3\")  # one quarter\n```\n\n"
@@ -388,11 +385,11 @@ EXPORT_NOTE = (
     "own.\n\n")
 
 
-def hf_table(folder: Path, quarter: str, media_root: str, images: str = "images_file_names") -> pa.Table:
+def hf_table(folder: Path, quarter: str, images: str = "images_file_names") -> pa.Table:
     """One quarter's claims as ``datasets`` loads them from an image folder: claims.parquet's columns (media_json
     left out) after a ``quarter`` column, ``images_file_names`` (the claim's images, relative to the release folder,
-    in the order of its media), ``videos`` (its videos' paths relative to the export root: ``media_root`` is the
-    release folder's name there) and ``media`` (each medium's id, type, file_path and scores, as a list of structs).
+    in the order of its media), ``videos`` (its videos' paths relative to the export root, where ``folder`` is named
+    after ``quarter``) and ``media`` (each medium's id, type, file_path and scores, as a list of structs).
     Written with Arrow's list<string>, which the image folder builder turns into images (polars' large lists it
     does not). ``images``: the images column's name, plain ``images`` where the export has no image at all (no
     image folder then: the column would keep its suffix)."""
@@ -409,9 +406,8 @@ def hf_table(folder: Path, quarter: str, media_root: str, images: str = "images_
     medium = pa.struct([("id", pa.int64()), ("type", pa.string()), ("file_path", pa.string()),
                         ("authenticity", pa.float64()), ("contextualization", pa.float64())])
     extra = {
-        images: pa.array([[m["file_path"] for m in ms if m["type"] == "image"] for ms in media],
-                                      pa.list_(pa.string())),
-        "videos": pa.array([[f"{media_root}/{m['file_path']}" for m in ms if m["type"] == "video"] for ms in media],
+        images: pa.array([[m["file_path"] for m in ms if m["type"] == "image"] for ms in media], pa.list_(pa.string())),
+        "videos": pa.array([[f"{quarter}/{m['file_path']}" for m in ms if m["type"] == "video"] for ms in media],
                            pa.list_(pa.string())),
         "media": pa.array([[{"id": m["id"], "type": m["type"], "file_path": m["file_path"],
                              "authenticity": score(m, "authenticity"), "contextualization": score(m, "contextualization")}
@@ -454,7 +450,7 @@ def export_croissant(out: Path, quarters: list[str]) -> dict:
     SHA-256), and the record sets ``claims`` and ``media`` over all of them, each with the quarter as a field. The file
     sets name each quarter's folder: nothing else in ``out`` (a folder set aside by --force) is read. Each release
     folder keeps its own croissant.json for that quarter alone."""
-    distribution, quarter_regex = [], r"^([0-9]{4}Q[1-4])/.*$"
+    distribution = []
     for q in quarters:
         distribution += [_file(f"{q}/{HF_TABLE}", out, "application/x-parquet", f"{q}: one row per claim"),
                          _file(f"{q}/media.parquet", out, "application/x-parquet", f"{q}: one row per medium")]
@@ -470,17 +466,12 @@ def export_croissant(out: Path, quarters: list[str]) -> dict:
         {"@type": "cr:FileSet", "@id": "videos", "name": "videos", "description": "the videos (MP4)",
          "encodingFormat": "video/mp4", "includes": [f"{q}/videos/*.mp4" for q in quarters]},
     ]
-    quarter = {"@type": "cr:Field", "@id": "claims/quarter", "name": "quarter", "description": _QUARTER_FIELD[2],
-               "dataType": _QUARTER_FIELD[1], "source": {"fileSet": {"@id": "claim-tables"},
-                                                          "extract": {"column": "quarter"}}}
-    claim_fields = [quarter, *_fields("claims", "claim-tables", _CLAIM_FIELDS)]
-    media_quarter = {"@type": "cr:Field", "@id": "media/quarter", "name": "quarter", "description": _QUARTER_FIELD[2],
-                     "dataType": _QUARTER_FIELD[1],
-                     "source": {"fileSet": {"@id": "media-tables"}, "extract": {"fileProperty": "fullpath"},
-                                "transform": {"regex": quarter_regex}}}
-    media_fields = [media_quarter, *_fields("media", "media-tables", _MEDIA_FIELDS)]
-    for field in claim_fields[1:] + media_fields[1:]:
-        field["source"] = {"fileSet": field["source"].pop("fileObject"), **field["source"]}
+    quarter = ("quarter", "sc:Text", "the quarter (split) it was released in, e.g. 2025Q3")
+    claim_fields = _fields("claims", "claim-tables", (quarter, *_CLAIM_FIELDS), "fileSet")
+    media_fields = _fields("media", "media-tables", (quarter, *_MEDIA_FIELDS), "fileSet")
+    # media.parquet, as released, has no quarter column: the quarter is its folder's name
+    media_fields[0]["source"].update(extract={"fileProperty": "fullpath"},
+                                     transform={"regex": r"^([0-9]{4}Q[1-4])/media\.parquet$"})
     # No `references` from media/claim_id to claims/id: an id is unique only within its quarter, and mlcroissant joins
     # on one column, so it would pair each medium with the claim of that id in every quarter.
     metas = {q: json.loads((out / q / "meta.json").read_text()) for q in quarters}
@@ -537,7 +528,7 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
         if not (target / "croissant.json").exists():  # a release made before croissant.json existed
             write_release_card(target, quarter)
             (target / "README.md").unlink()
-    tables = {q: hf_table(out / q, q, q, image_column) for q in quarters}
+    tables = {q: hf_table(out / q, q, image_column) for q in quarters}
     for quarter, table in same_columns(tables).items():
         pq.write_table(table, out / quarter / HF_TABLE)
     info = {q: _quarter_info(out / q) for q in quarters}
