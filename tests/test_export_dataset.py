@@ -216,6 +216,11 @@ def test_an_older_release_without_the_recurring_columns_joins_the_dataset(tmp_pa
 
 def test_export_asks_for_quarters_one_way(exported, capsys):
     config = str(exported.parent / "veritas.yaml")  # the fixture's demo config
+    # --quarter repeated adds quarters (argparse's default would keep the last one only)
+    out = exported.parent / "two"
+    assert main(["--config", config, "export", "--quarter", "2025Q3", "--quarter", "2026Q1", "--format", "hf",
+                 "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["2025Q3", "2026Q1", "README.md", "croissant.json"]
     for argv in (["--quarter", "2025Q3", "--from", "2025Q3"], ["--to", "2025Q4"], []):
         assert main(["--config", config, "export", *argv, "--out", str(exported.parent / "x")]) == 2
         assert "give either --quarter Q [Q ...] or --from A [--to B]" in capsys.readouterr().err

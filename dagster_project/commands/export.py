@@ -16,7 +16,8 @@ from pathlib import Path
 def register(subparsers) -> list[argparse.ArgumentParser]:
     p = subparsers.add_parser(
         "export", help="copy quarters' releases to a folder (--format hf: a folder `datasets` loads, a split per quarter)")
-    p.add_argument("--quarter", nargs="+", default=[], help="one or more quarters, e.g. 2025Q3 2025Q4")
+    p.add_argument("--quarter", nargs="+", action="extend", default=[],
+                   help="one or more quarters, e.g. 2025Q3 2025Q4 (or --quarter 2025Q3 --quarter 2025Q4)")
     p.add_argument("--from", dest="first", help="instead of --quarter: every quarter from this one (e.g. 2020Q1) ...")
     p.add_argument("--to", dest="last", help="... to this one (default: the --from quarter)")
     p.add_argument("--out", required=True, help="a new or empty folder outside the data folder")
