@@ -133,7 +133,7 @@ def test_export_hf_loads_with_datasets_offline(tmp_path):
     plain = load_dataset("parquet", data_files={q: str(out / q / "claims.parquet") for q in releases}, cache_dir=cache)
     assert {k: v.num_rows for k, v in plain.items()} == {"2025Q1": 3, "2025Q2": 3}
     card = (out / "README.md").read_text()
-    assert "config_name: default" in card and "path: 2025Q2/claims.parquet" in card
+    assert "config_name: default" in card and "- 2025Q2/metadata.parquet" in card
 
 
 def test_export_command_hf(tmp_path, capsys):

@@ -11,6 +11,8 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import yaml
 
 from assets.claims.failures import failed_answers_lines, failed_answers_markdown
@@ -27,7 +29,7 @@ LABELS = {
 MEDIA_COLUMNS = {"claim_id": pl.Int64, "medium_id": pl.Int64, "type": pl.Utf8, "file_path": pl.Utf8,
                  "authenticity": pl.Float64, "contextualization": pl.Float64}
 
-# Croissant 1.0's JSON-LD context (the vocabulary of the specification).
+# Croissant 1.0's JSON-LD context, key for key the standard one (mlcroissant warns about any key it lacks).
 _CONTEXT = {
     "@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
     "cr": "http://mlcommons.org/croissant/", "rai": "http://mlcommons.org/croissant/RAI/",
@@ -38,8 +40,8 @@ _CONTEXT = {
     "fileSet": "cr:fileSet", "format": "cr:format", "includes": "cr:includes", "isLiveDataset": "cr:isLiveDataset",
     "jsonPath": "cr:jsonPath", "key": "cr:key", "md5": "cr:md5", "parentField": "cr:parentField", "path": "cr:path",
     "recordSet": "cr:recordSet", "references": "cr:references", "regex": "cr:regex", "repeated": "cr:repeated",
-    "replace": "cr:replace", "separator": "cr:separator", "source": "cr:source", "subField": "cr:subField",
-    "transform": "cr:transform",
+    "replace": "cr:replace", "samplingRate": "cr:samplingRate", "separator": "cr:separator", "source": "cr:source",
+    "subField": "cr:subField", "transform": "cr:transform", "equivalentProperty": "cr:equivalentProperty",
 }
 # (column, Croissant data type, description) of claims.parquet, as release_frame writes it.
 _CLAIM_FIELDS = (
@@ -91,9 +93,10 @@ def _file(name: str, folder: Path, fmt: str, description: str) -> dict:
             "contentUrl": name, "encodingFormat": fmt, "sha256": sha256(folder / name)}
 
 
-def _fields(record_set: str, file_id: str, specs) -> list[dict]:
+def _fields(record_set: str, file_id: str, specs, files: str = "fileObject") -> list[dict]:
+    """Croissant fields read from the columns of ``file_id`` (a ``fileObject``, or with ``files`` a ``fileSet``)."""
     return [{"@type": "cr:Field", "@id": f"{record_set}/{col}", "name": col, "description": text, "dataType": kind,
-             "source": {"fileObject": {"@id": file_id}, "extract": {"column": col}}} for col, kind, text in specs]
+             "source": {files: {"@id": file_id}, "extract": {"column": col}}} for col, kind, text in specs]
 
 
 def croissant(folder: Path, quarter: str, release_version: str = "") -> dict:
@@ -292,17 +295,22 @@ def integrity_summary(report: dict) -> list[str]:
     return lines
 
 
-def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str, sections: str = "", notice: str = "") -> str:
+def card_text(quarters: dict[str, dict], paths: dict[str, str | list[str]], title: str, sections: str = "",
+              notice: str = "", dataset: bool = False) -> str:
     """A Hugging Face dataset card: YAML header (license, languages, task categories, one config per quarter
     and a default config with one split per quarter), then counts and the label scheme.
 
-    ``quarters``: quarter -> meta.json; ``paths``: quarter -> its claims.parquet, relative to the card.
-    ``languages``: read from the claims.parquet files.
+    ``quarters``: quarter -> meta.json; ``paths``: quarter -> its claims.parquet (or an export's files, see
+    hf_data_files), relative to the card. ``languages``: read from the claims.parquet files. ``dataset``: the card of
+    an ``--format hf`` export, which describes its columns and how to load it.
     """
     languages = sorted({lang for q in quarters for lang in quarters[q]["languages"]})
+    def path(q):  # a copy for each config: yaml would write a shared list as an anchor and an alias
+        return list(paths[q]) if isinstance(paths[q], list) else paths[q]
+
     configs = [{"config_name": "default", "default": True,
-                "data_files": [{"split": q, "path": paths[q]} for q in sorted(quarters)]}]
-    configs += [{"config_name": q, "data_files": [{"split": q, "path": paths[q]}]} for q in sorted(quarters)]
+                "data_files": [{"split": q, "path": path(q)} for q in sorted(quarters)]}]
+    configs += [{"config_name": q, "data_files": [{"split": q, "path": path(q)}]} for q in sorted(quarters)]
     total = sum(m["claim_counts"]["total"] for m in quarters.values())
     header = {
         "license": LICENSE,
@@ -325,7 +333,8 @@ def card_text(quarters: dict[str, dict], paths: dict[str, str], title: str, sect
         + "Real-world claims from fact-checking articles, refreshed every quarter so that a model can be scored on "
         "claims published after its knowledge cut-off. Each quarter is one split (`claims.parquet`, one row per "
         "claim; media in `images/` and `videos/`, described by `croissant.json`).\n\n"
-        "## Counts\n\n| quarter | claims | intact | compromised | unknown | images | videos |\n"
+        + (EXPORT_NOTE if dataset else "")
+        + "## Counts\n\n| quarter | claims | intact | compromised | unknown | images | videos |\n"
         f"|---|---|---|---|---|---|---|\n{rows}\n\n"
         "## Label scheme\n\nEvery score lies in [-1, 1]. `integrity` is the lowest of the claim's property scores "
         "(veracity, context coverage, media contextualization); `decisive_property` names it. "
@@ -363,27 +372,170 @@ def read_manifest(folder: Path) -> dict:
         return {}
 
 
+#: The table of one quarter in an ``--format hf`` export, beside its images: ``datasets`` reads it as an image folder's
+#: metadata, so the ``images_file_names`` column becomes ``images``, a list of ``Image`` features.
+HF_TABLE = "metadata.parquet"
+EXPORT_NOTE = (
+    "## Loading\n\n```python\nfrom datasets import load_dataset\n\nveritas = load_dataset(\"path/to/this/folder\")"
+    "        # a split per quarter\nq = load_dataset(\"path/to/this/folder\", \"2025Q3\")  # one quarter\n```\n\n"
+    "Each quarter's table is `<quarter>/metadata.parquet`: the claim's columns, `quarter`, `images` (its pictures, "
+    "`datasets` `Image` features, in the order of its media), `videos` (paths of its MP4 files relative to this "
+    "folder) and `media` (each medium's id, type, file path and scores). `croissant.json` here describes all the "
+    "quarters (record sets `claims` and `media`, the quarter a field); each quarter's folder keeps its release's "
+    "own.\n\n")
+
+
+def hf_table(folder: Path, quarter: str, images: str = "images_file_names") -> pa.Table:
+    """One quarter's claims as ``datasets`` loads them from an image folder: claims.parquet's columns (media_json
+    left out) after a ``quarter`` column, ``images_file_names`` (the claim's images, relative to the release folder,
+    in the order of its media), ``videos`` (its videos' paths relative to the export root, where ``folder`` is named
+    after ``quarter``) and ``media`` (each medium's id, type, file_path and scores, as a list of structs).
+    Written with Arrow's list<string>, which the image folder builder turns into images (polars' large lists it
+    does not). ``images``: the images column's name, plain ``images`` where the export has no image at all (no
+    image folder then: the column would keep its suffix)."""
+    claims = json.loads((folder / "claims.json").read_text())["claims"]
+    table = pl.read_parquet(folder / "claims.parquet").drop("media_json", strict=False)
+    by_id = {c["id"]: c.get("media", []) for c in claims}
+    if set(by_id) != set(table["id"].to_list()):
+        raise ValueError(f"{folder}: claims.json and claims.parquet hold different claim ids; the release is "
+                         "damaged, rebuild it (`veritas run --quarter ...`) before exporting it")
+    media = [by_id[i] for i in table["id"].to_list()]
+    arrow = table.to_arrow()
+    arrow = arrow.cast(pa.schema([f.with_type(_small_types(f.type)) for f in arrow.schema]))
+    score = lambda m, key: None if m.get(key) is None else m[key]["score"]  # noqa: E731
+    medium = pa.struct([("id", pa.int64()), ("type", pa.string()), ("file_path", pa.string()),
+                        ("authenticity", pa.float64()), ("contextualization", pa.float64())])
+    extra = {
+        images: pa.array([[m["file_path"] for m in ms if m["type"] == "image"] for ms in media], pa.list_(pa.string())),
+        "videos": pa.array([[f"{quarter}/{m['file_path']}" for m in ms if m["type"] == "video"] for ms in media],
+                           pa.list_(pa.string())),
+        "media": pa.array([[{"id": m["id"], "type": m["type"], "file_path": m["file_path"],
+                             "authenticity": score(m, "authenticity"), "contextualization": score(m, "contextualization")}
+                            for m in ms] for ms in media], pa.list_(medium)),
+    }
+    arrow = arrow.add_column(0, "quarter", pa.array([quarter] * arrow.num_rows, pa.string()))
+    for name, column in extra.items():
+        arrow = arrow.append_column(name, column)
+    return arrow
+
+
+def _small_types(kind: pa.DataType) -> pa.DataType:
+    """polars writes large strings and large lists; ``datasets`` shows them as plain ones."""
+    if pa.types.is_large_string(kind):
+        return pa.string()
+    if pa.types.is_large_list(kind) or pa.types.is_list(kind):
+        return pa.list_(_small_types(kind.value_type))
+    return kind
+
+
+def same_columns(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """The quarters' tables with the same columns in the same order (``datasets`` refuses splits that differ): a
+    column that an older release's claims.parquet lacks (``recurring_id`` came later) is added to it, empty."""
+    try:
+        schema = pa.unify_schemas([t.schema for t in tables.values()])
+    except pa.ArrowInvalid as e:
+        raise ValueError(f"the quarters' claims.parquet files disagree on a column's type ({e}); rebuild the older "
+                         "release with `veritas run --quarter Q` before exporting them together") from None
+    return {q: pa.table({f.name: t[f.name] if f.name in t.column_names else pa.nulls(t.num_rows, f.type)
+                         for f in schema}, schema=schema) for q, t in tables.items()}
+
+
+def hf_data_files(quarter: str, has_images: bool) -> list[str]:
+    """A split's files in the card: its table, and its images so that ``datasets`` picks the image folder builder."""
+    return [f"{quarter}/{HF_TABLE}", *([f"{quarter}/images/*"] if has_images else [])]
+
+
+def export_croissant(out: Path, quarters: list[str]) -> dict:
+    """Croissant 1.0 metadata of an ``--format hf`` export: every quarter's table and media.parquet (with their
+    SHA-256), and the record sets ``claims`` and ``media`` over all of them, each with the quarter as a field. The file
+    sets name each quarter's folder: nothing else in ``out`` (a folder set aside by --force) is read. Each release
+    folder keeps its own croissant.json for that quarter alone."""
+    distribution = []
+    for q in quarters:
+        distribution += [_file(f"{q}/{HF_TABLE}", out, "application/x-parquet", f"{q}: one row per claim"),
+                         _file(f"{q}/media.parquet", out, "application/x-parquet", f"{q}: one row per medium")]
+    distribution += [
+        {"@type": "cr:FileSet", "@id": "claim-tables", "name": "claim-tables",
+         "description": "the quarters' claim tables", "encodingFormat": "application/x-parquet",
+         "includes": [f"{q}/{HF_TABLE}" for q in quarters]},
+        {"@type": "cr:FileSet", "@id": "media-tables", "name": "media-tables",
+         "description": "the quarters' media tables", "encodingFormat": "application/x-parquet",
+         "includes": [f"{q}/media.parquet" for q in quarters]},
+        {"@type": "cr:FileSet", "@id": "images", "name": "images", "description": "the images (JPEG)",
+         "encodingFormat": "image/jpeg", "includes": [f"{q}/images/*.jpg" for q in quarters]},
+        {"@type": "cr:FileSet", "@id": "videos", "name": "videos", "description": "the videos (MP4)",
+         "encodingFormat": "video/mp4", "includes": [f"{q}/videos/*.mp4" for q in quarters]},
+    ]
+    quarter = ("quarter", "sc:Text", "the quarter (split) it was released in, e.g. 2025Q3")
+    claim_fields = _fields("claims", "claim-tables", (quarter, *_CLAIM_FIELDS), "fileSet")
+    media_fields = _fields("media", "media-tables", (quarter, *_MEDIA_FIELDS), "fileSet")
+    # media.parquet, as released, has no quarter column: the quarter is its folder's name
+    media_fields[0]["source"].update(extract={"fileProperty": "fullpath"},
+                                     transform={"regex": r"^([0-9]{4}Q[1-4])/media\.parquet$"})
+    # No `references` from media/claim_id to claims/id: an id is unique only within its quarter, and mlcroissant joins
+    # on one column, so it would pair each medium with the claim of that id in every quarter.
+    metas = {q: json.loads((out / q / "meta.json").read_text()) for q in quarters}
+    total = sum(m["claim_counts"]["total"] for m in metas.values())
+    span = quarters[0] if len(quarters) == 1 else f"{quarters[0]} to {quarters[-1]}"
+    return {
+        "@context": _CONTEXT,
+        "@type": "sc:Dataset",
+        "conformsTo": CROISSANT_1_0,
+        "name": "veritas_" + "_".join(dict.fromkeys([quarters[0], quarters[-1]])),
+        "description": (f"VeriTaS {span}: {total} multimodal real-world claims in {len(quarters)} quarterly splits "
+                        "(the quarter is a field), with integrity, veracity, context-coverage and media scores in "
+                        "[-1, 1]. Each quarter's folder holds its release and its own croissant.json."),
+        "license": LICENSE_URL,
+        "url": "https://github.com/veritas-benchmark/veritas",
+        "version": "1.0.0",
+        "identifier": "veritas_" + "+".join(quarters),
+        "datePublished": max(f"{m['year']}-{3 * m['quarter']:02d}-01" for m in metas.values()),
+        "citeAs": f"VeriTaS quarterly fact-checking benchmark, {span}",
+        "distribution": distribution,
+        "recordSet": [
+            {"@type": "cr:RecordSet", "@id": "claims", "name": "claims",
+             "description": "one record per claim of every exported quarter",
+             "key": [{"@id": "claims/quarter"}, {"@id": "claims/id"}], "field": claim_fields},
+            {"@type": "cr:RecordSet", "@id": "media", "name": "media",
+             "description": "one record per medium of a claim, of every exported quarter", "field": media_fields},
+        ],
+    }
+
+
 def export_hf(releases: dict[str, Path], out: Path) -> Path:
-    """A Hugging Face dataset folder: each quarter's release under ``<quarter>/`` and a card whose default
-    config has one split per quarter (``datasets.load_dataset(str(out))``)."""
+    """A Hugging Face dataset folder of one or more quarters: each release copied once under ``<quarter>/`` with its
+    table ``metadata.parquet`` beside its images; a card whose default config has one split per quarter and one
+    config per quarter (``datasets.load_dataset(str(out))`` shows ``images`` as pictures); and a croissant.json over
+    all the quarters. Configs point at the same files: the media are on disk once per quarter."""
     if not releases:
         raise ValueError("no release to export")
-    targets = [*(out / q for q in sorted(releases)), out / "README.md"]
+    quarters = sorted(releases)
+    targets = [*(out / q for q in quarters), out / "README.md", out / "croissant.json"]
     clashes = [str(p) for p in targets if p.exists() or p.is_symlink()]
     if clashes:  # checked before anything is written: it never overwrites what it did not write
         raise ValueError(f"{out}: {', '.join(clashes)} exist already; the export does not overwrite them: "
                          "move them away or export to a new folder")
+    missing = [f"{q} ({releases[q]})" for q in quarters if not (releases[q] / "claims.parquet").is_file()]
+    if missing:
+        raise ValueError(f"no claims.parquet in the release of {', '.join(missing)}: a release made before the "
+                         "parquet tables cannot be exported as a dataset; rebuild it with `veritas run --quarter Q`")
+    has_images = {q: any((releases[q] / "images").glob("*")) for q in quarters}
+    image_column = "images_file_names" if any(has_images.values()) else "images"  # see hf_table
     out.mkdir(parents=True, exist_ok=True)
-    for quarter, folder in sorted(releases.items()):
+    for quarter in quarters:
         target = out / quarter
-        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("README.md"))
+        shutil.copytree(releases[quarter], target, ignore=shutil.ignore_patterns("README.md"))
         if not (target / "croissant.json").exists():  # a release made before croissant.json existed
             write_release_card(target, quarter)
             (target / "README.md").unlink()
-    info = {q: _quarter_info(out / q) for q in releases}
-    sections = "\n\n".join(f"## {q}\n\n{text}" for q in sorted(releases)
+    tables = {q: hf_table(out / q, q, image_column) for q in quarters}
+    for quarter, table in same_columns(tables).items():
+        pq.write_table(table, out / quarter / HF_TABLE)
+    info = {q: _quarter_info(out / q) for q in quarters}
+    sections = "\n\n".join(f"## {q}\n\n{text}" for q in quarters
                              if (text := integrity_markdown(read_manifest(out / q), "###")))
-    notice = "\n\n".join(f"{q}: {n}" for q in sorted(releases) if (n := text_shortcut_notice(read_manifest(out / q))))
-    (out / "README.md").write_text(card_text(info, {q: f"{q}/claims.parquet" for q in releases}, "VeriTaS", sections,
-                                             notice))
+    notice = "\n\n".join(f"{q}: {n}" for q in quarters if (n := text_shortcut_notice(read_manifest(out / q))))
+    (out / "README.md").write_text(card_text(info, {q: hf_data_files(q, has_images[q]) for q in quarters}, "VeriTaS",
+                                             sections, notice, dataset=True))
+    (out / "croissant.json").write_text(json.dumps(export_croissant(out, quarters), indent=1, ensure_ascii=False))
     return out

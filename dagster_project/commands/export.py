@@ -1,4 +1,5 @@
-"""``veritas export``: copy quarters' releases to a folder, as they are or as a Hugging Face dataset folder.
+"""``veritas export``: copy quarters' releases to a folder, as they are or as one Hugging Face dataset over them all
+(``--format hf``: a split per quarter, the images as ``datasets`` ``Image`` features, a Croissant file over all).
 
 An export never deletes and never writes into the store: ``--out`` may not lie inside the store's folder or contain it,
 and a folder that holds anything already is refused unless ``--force``; even then what the export would replace is
@@ -15,14 +16,19 @@ from pathlib import Path
 def register(subparsers) -> list[argparse.ArgumentParser]:
     p = subparsers.add_parser(
         "export", help="copy quarters' releases to a folder (--format hf: a folder `datasets` loads, a split per quarter)")
-    p.add_argument("--quarter", required=True, nargs="+", help="one or more quarters, e.g. 2025Q3 2025Q4")
+    p.add_argument("--quarter", nargs="+", action="extend", default=[],
+                   help="one or more quarters, e.g. 2025Q3 2025Q4 (or --quarter 2025Q3 --quarter 2025Q4)")
+    p.add_argument("--from", dest="first", help="instead of --quarter: every quarter from this one (e.g. 2020Q1) ...")
+    p.add_argument("--to", dest="last", help="... to this one (default: the --from quarter)")
     p.add_argument("--out", required=True, help="a new or empty folder outside the data folder")
     p.add_argument("--format", default="veritas", choices=("veritas", "hf"),
-                   help="veritas: <out>/<quarter>/ as released; hf: the same plus a dataset card README.md whose "
-                        "configs give one split per quarter")
+                   help="veritas: <out>/<quarter>/ as released; hf: one dataset over all the quarters, a split "
+                        "per quarter with the images as pictures: the same folders, each with its table "
+                        "metadata.parquet, a card README.md (a config per quarter and one for all) and a "
+                        "croissant.json over all the quarters")
     p.add_argument("--force", action="store_true",
-                   help="write into a folder that is not empty; a quarter folder or README.md already there is kept "
-                        "beside it as NAME.replaced-<time>, nothing is deleted")
+                   help="write into a folder that is not empty; a quarter folder, README.md or croissant.json "
+                        "already there is kept beside it as NAME.replaced-<time>, nothing is deleted")
     p.set_defaults(handler=run)
     return [p]
 
@@ -118,13 +124,23 @@ def export_release(config_path: str | None, quarter: str, out: str, force: bool 
     return copy_release(folder, target)
 
 
+def quarters_of(args: argparse.Namespace) -> list[str]:
+    """The quarters asked for: ``--quarter A B ...`` or ``--from A [--to B]`` (every quarter between, both included)."""
+    from dagster_project.quarters import quarter_range
+
+    if bool(args.quarter) == bool(args.first) or (args.last and not args.first):
+        raise ValueError("give either --quarter Q [Q ...] or --from A [--to B]")
+    return args.quarter or quarter_range(args.first, args.last or args.first)
+
+
 def run(args: argparse.Namespace) -> int:
     config_path = getattr(args, "config", None)
     out = Path(args.out).expanduser()
+    quarters = quarters_of(args)
     check_out(out, store_root(config_path), args.force)
-    releases = latest_releases(config_path, args.quarter)
+    releases = latest_releases(config_path, quarters)
     if args.force:  # only now, when every check passed: the earlier copies are kept beside the new ones
-        for name in [*releases, *(["README.md"] if args.format == "hf" else [])]:
+        for name in [*releases, *(["README.md", "croissant.json"] if args.format == "hf" else [])]:
             set_aside(out / name)
     if args.format == "hf":
         from assets.release.card import export_hf
