@@ -342,6 +342,8 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
     """The audit report of one release (``release_rows``) against the quarter's whole scored pool (``pool_rows`` of
     every original claim stage 6 scored): JSON-serialisable, floats rounded to 4 digits, ``problems`` from
     ``audit_problems``, ``text_problems`` from ``text_problems``."""
+    from threadpoolctl import threadpool_limits
+
     y = _labels(release)
     counts = np.bincount(y, minlength=len(LABELS))
     report = {"claims": len(release), "labels": dict(zip(LABELS, counts.tolist()))}
@@ -349,8 +351,6 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
         return {**report, "skipped": reason, "problems": [], "text_problems": []}
     draws = _pool_draws(pool, counts, seed) if pool else []
     pool_skipped = "no pool" if not draws else _too_few(_labels(draws[0]))
-    from threadpoolctl import threadpool_limits
-
     with threadpool_limits(1):  # BLAS threads only fight over the few cores for these small problems
         features = {}
         for name, (group, kind) in FEATURES.items():
