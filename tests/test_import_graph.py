@@ -124,7 +124,7 @@ def test_resources_never_import_the_stages():
 # 2-4 s and 200 MB, x2.2-2.4 the naive time of bench/backfill.py against x1.6 before). Import them where they are used.
 LATER_STAGE_LIBRARIES = (
     "nltk", "scipy", "sklearn", "pandas", "threadpoolctl", "trafilatura", "extruct", "rdflib", "yt_dlp", "litellm",
-    "openai", "rapidocr", "rapidocr_onnxruntime", "onnxruntime", "mlcroissant", "datasets", "pyarrow", "matplotlib",
+    "openai", "rapidocr_onnxruntime", "onnxruntime", "cv2", "mlcroissant", "datasets", "pyarrow", "matplotlib",
 )
 REPORT = "import atexit, json, sys\natexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"
 
