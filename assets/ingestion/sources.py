@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 from urllib.parse import urljoin
 
-import extruct
 import httpx
 
 from dagster_project.config import SourceSpec
@@ -860,7 +859,10 @@ def claimreviews_from_page(html: str | bytes, url: str) -> list[dict]:
     """schema.org ClaimReview objects in a page's JSON-LD, microdata and RDFa (JSON-LD first; duplicates once).
 
     A ClaimReview without its own ``url`` gets the page URL, since the page is the review; a ``url`` written as a
-    path is resolved against the page, and a ``claimReviewed`` that is a list of one string is that string."""
+    path is resolved against the page, and a ``claimReviewed`` that is a list of one string is that string.
+    extruct (with rdflib, html5lib, mf2py) is imported here: a feed or an API answer needs none of it."""
+    import extruct
+
     data = extruct.extract(html, base_url=url, syntaxes=["json-ld", "microdata", "rdfa"], uniform=True, errors="ignore")
     documents = list(data.get("json-ld") or []) + list(data.get("microdata") or [])
     documents.append(_compact_rdfa(list(data.get("rdfa") or [])))

@@ -15,8 +15,6 @@ threshold (AFLite's stop), or too few are left. The release then takes the varia
 import warnings
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from assets.release.audit import text_vectors
 from schemas.records import ScoredClaim
@@ -32,6 +30,9 @@ def _detectability(texts: list[str], y: np.ndarray, seed: int) -> tuple[np.ndarr
     """Per class-1 text, the mean over PARTITIONS random halves (where it is held out) of the share of held-out
     class-0 texts the classifier scores below it (0.5: it looks like them; 1: it stands out); and the held-out AUC's
     mean and standard deviation over the halves (0.5: the classes look alike)."""
+    from sklearn.linear_model import LogisticRegression  # here, not with the code location (seconds per process)
+    from threadpoolctl import threadpool_limits
+
     x = text_vectors(texts)
     rng = np.random.default_rng(seed)
     above, seen = np.zeros(len(y)), np.zeros(len(y))

@@ -16,19 +16,14 @@ on labels shuffled ``SHUFFLES`` times (``MARGIN_RULE``). ``audit_problems`` says
 or ids above chance, or a feature the selection made more predictive than it is in the pool the release was
 selected from. A number is read in ``BINS`` quantile bins, and a binned number or a category predicts each value's
 majority training label (a one-hot lookup: it reveals contiguous label blocks along ids and position). BLAS runs
-on one thread. Plain functions, no Dagster.
+on one thread. Plain functions, no Dagster. scikit-learn, scipy, threadpoolctl and tldextract are imported where
+they are used: the code location imports this module, and every run of every stage would pay for them (seconds).
 """
 
 import warnings
 from datetime import date as Date
 
 import numpy as np
-import tldextract
-from scipy.sparse import hstack
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
-from threadpoolctl import threadpool_limits
 
 from assets.claims.normalized_claims import MEDIA_REF
 from assets.claims.bins import bin3
@@ -64,6 +59,8 @@ def registered_domain(url: str) -> str:
     """The registered domain of a URL, from tldextract's bundled suffix list (never fetched)."""
     global _EXTRACT
     if _EXTRACT is None:
+        import tldextract
+
         _EXTRACT = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
     parts = _EXTRACT(url or "")
     return ".".join(p for p in (parts.domain, parts.suffix) if p)
@@ -127,6 +124,8 @@ def _lookup(x, y, train, test):
 
 def _linear(x, y, train, test, weight=None):
     """TF-IDF rows -> logistic regression (newton-cg: the fastest here; C=10: a cue in a small release is found)."""
+    from sklearn.linear_model import LogisticRegression
+
     model = LogisticRegression(C=10.0, solver="newton-cg", tol=1e-3, max_iter=500, class_weight=weight)
     return model.fit(x[train], y[train]).predict(x[test])
 
@@ -147,6 +146,8 @@ def _scores(y: np.ndarray, pred: np.ndarray, balanced: bool = False) -> tuple[fl
 
 
 def _cv(model, x, y: np.ndarray, seed: int) -> np.ndarray:
+    from sklearn.model_selection import StratifiedKFold
+
     folds = min(FOLDS, max(2, int(np.bincount(y)[np.bincount(y) > 0].min())))
     pred = np.empty_like(y)
     with warnings.catch_warnings():
@@ -230,6 +231,9 @@ def _selection(entry: dict, pool: dict) -> dict:
 
 def text_vectors(texts: list[str]):
     """TF-IDF of word 1-2 grams and char 2-4 grams, fit on the texts alone (no labels); media refs lose their ids."""
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
     texts = [MEDIA_REF.sub(lambda m: f" {m.group(1)}ref ", t) for t in texts]
     word = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, max_features=20000)
     char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), min_df=2, sublinear_tf=True, max_features=20000)
@@ -338,6 +342,8 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
     """The audit report of one release (``release_rows``) against the quarter's whole scored pool (``pool_rows`` of
     every original claim stage 6 scored): JSON-serialisable, floats rounded to 4 digits, ``problems`` from
     ``audit_problems``, ``text_problems`` from ``text_problems``."""
+    from threadpoolctl import threadpool_limits
+
     y = _labels(release)
     counts = np.bincount(y, minlength=len(LABELS))
     report = {"claims": len(release), "labels": dict(zip(LABELS, counts.tolist()))}

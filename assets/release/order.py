@@ -17,7 +17,6 @@ import random
 import secrets
 
 import numpy as np
-from scipy.stats import spearmanr
 
 MAX_Z = 3.5  # "within about 3.5 standard deviations of a shuffle": a random order fails one of 6 statistics ~0.3% of the time
 NULL_SHUFFLES = 500  # shuffles that measure the neighbour statistic's spread under a random order
@@ -114,6 +113,8 @@ def order_statistics(scores: list[float], labels: list[str], seed: int = 0) -> d
     out: dict = {"n": n}
     if n < MIN_CLAIMS or len(set(labels)) < 2:
         return {**out, "skipped": f"{n} items with {len(set(labels))} label(s): no order to test"}
+    from scipy.stats import spearmanr  # here: scipy.stats takes a second to import, and only releases use it
+
     rho = spearmanr(np.arange(n), np.asarray(scores, dtype=float)).statistic
     rho = 0.0 if np.isnan(rho) else float(rho)
     codes = np.unique(np.asarray(labels), return_inverse=True)[1]

@@ -21,8 +21,6 @@ from pathlib import Path
 
 import numpy as np
 from rapidfuzz import fuzz, process
-from scipy.sparse import csr_matrix
-from scipy.spatial.distance import cdist
 
 from assets.claims.negation import polarity
 from assets.claims.normalized_claims import MEDIA_REF
@@ -178,7 +176,10 @@ class _Texts:
             indptr.append(len(indices))
         self._parts = (np.array(weights, dtype=np.float64), np.array(indices, dtype=np.int64), np.array(indptr))
 
-    def tokens(self) -> csr_matrix:
+    def tokens(self):
+        """A ``scipy.sparse.csr_matrix`` (scipy is imported where a release matches, not with the code location)."""
+        from scipy.sparse import csr_matrix
+
         return csr_matrix(self._parts, shape=(len(self.texts), len(self.vocab)))
 
 
@@ -193,6 +194,8 @@ def _text_matches(mine: _Texts, rows: list[int], theirs: _Texts, similarity: flo
         scores[~comparable] = 0
         best = scores.argmax(axis=1)
         return {rows[k]: int(best[k]) for k in np.nonzero(scores[np.arange(len(rows)), best] >= similarity)[0]}
+    from scipy.spatial.distance import cdist
+
     t = similarity / 100 - 1e-9  # the bound reaches t: 2|S| / (min(|A|, |B|) + |S|) >= t, or L1 <= (1 - t)(|A| + |B|)
     shared = (mine.tokens()[rows] @ theirs.tokens().sign().T).toarray() - 1  # |S| where a token is shared
     la, lb, ca = mine.lengths[rows, None], theirs.lengths[None, :], mine.counts[rows]

@@ -2,24 +2,15 @@
 
 yt-dlp picks formats and extractors, but it never opens a socket itself: a request handler hands each of
 its requests to ``WebResource.fetch``, so videos get the same politeness, SSRF guard, caps and WARC archive as
-pages. Only plain HTTP(S) formats are allowed (no external downloaders, no ffmpeg network input).
+pages. Only plain HTTP(S) formats are allowed (no external downloaders, no ffmpeg network input). yt-dlp is imported
+when a video is downloaded, not with the module: the code location imports it, and the runs of the other stages
+need none of it.
 """
 
 import functools
 import io
 import os
 import tempfile
-
-import imageio_ffmpeg
-from yt_dlp import YoutubeDL
-from yt_dlp.networking.common import RequestHandler, Response
-from yt_dlp.networking.exceptions import (
-    HTTPError,
-    RequestError,
-    TransportError,
-    UnsupportedRequest,
-)
-from yt_dlp.utils import YoutubeDLError, match_filter_func
 
 MAX_VIDEO_BYTES = 128 * 1024 * 1024
 MAX_VIDEO_SECONDS = 300
@@ -74,7 +65,11 @@ class VideoError(Exception):
         self.code, self.detail = code, detail
 
 
-def _handler_class(web, max_bytes: int) -> type[RequestHandler]:
+def _handler_class(web, max_bytes: int) -> type:
+    """yt-dlp's ``RequestHandler`` that sends every request through the web resource ``web``."""
+    from yt_dlp.networking.common import RequestHandler, Response
+    from yt_dlp.networking.exceptions import HTTPError, TransportError, UnsupportedRequest
+
     class VeritasWebRH(RequestHandler):
         _SUPPORTED_URL_SCHEMES = ("http", "https")
         _SUPPORTED_PROXY_SCHEMES = None  # proxies are ignored: the web resource never uses one
@@ -118,16 +113,21 @@ def _body(data) -> bytes | None:
     return b"".join(data)
 
 
-class _GuardedYDL(YoutubeDL):
-    """A YoutubeDL whose only request handler is the web resource."""
+@functools.cache
+def _guarded_ydl() -> type:
+    """A YoutubeDL whose only request handler is the web resource (the class, made once)."""
+    from yt_dlp import YoutubeDL
 
-    def __init__(self, params: dict, handler: type[RequestHandler]):
-        self._veritas_handler = handler
-        super().__init__(params)
+    class _GuardedYDL(YoutubeDL):
+        def __init__(self, params: dict, handler: type):
+            self._veritas_handler = handler
+            super().__init__(params)
 
-    @functools.cached_property
-    def _request_director(self):
-        return self.build_request_director([self._veritas_handler])
+        @functools.cached_property
+        def _request_director(self):
+            return self.build_request_director([self._veritas_handler])
+
+    return _GuardedYDL
 
 
 class _QuietLogger:
@@ -151,6 +151,10 @@ def download_video(
     web, url: str, max_bytes: int = MAX_VIDEO_BYTES, max_seconds: float = MAX_VIDEO_SECONDS
 ) -> tuple[bytes, dict]:
     """(video bytes, info) for a page or file URL; VideoError with a reason otherwise."""
+    import imageio_ffmpeg
+    from yt_dlp.networking.exceptions import RequestError
+    from yt_dlp.utils import YoutubeDLError, match_filter_func
+
     logger = _QuietLogger()
     with tempfile.TemporaryDirectory(prefix="veritas-ytdlp-") as folder:
         params = {
@@ -177,7 +181,7 @@ def download_video(
             "remote_components": [],  # the challenge solver comes from yt-dlp-ejs, never from the network
         }
         try:
-            with _GuardedYDL(params, _handler_class(web, max_bytes)) as ydl:
+            with _guarded_ydl()(params, _handler_class(web, max_bytes)) as ydl:
                 info = ydl.extract_info(url, download=True)
         except (YoutubeDLError, RequestError) as exc:
             raise VideoError(failure_reason(str(exc)), str(exc)[:300]) from exc
