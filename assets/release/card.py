@@ -5,14 +5,14 @@ Plain functions, no Dagster.  The Croissant file is written as plain JSON-LD (im
 seconds of CPU); the tests validate it and load the claims with mlcroissant.
 """
 
+from __future__ import annotations  # pyarrow's types in annotations: it is imported where used (issue 36)
+
 import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
 from assets.claims.failures import failed_answers_lines, failed_answers_markdown
@@ -393,6 +393,7 @@ def hf_table(folder: Path, quarter: str, images: str = "images_file_names") -> p
     Written with Arrow's list<string>, which the image folder builder turns into images (polars' large lists it
     does not). ``images``: the images column's name, plain ``images`` where the export has no image at all (no
     image folder then: the column would keep its suffix)."""
+    import pyarrow as pa
     claims = json.loads((folder / "claims.json").read_text())["claims"]
     table = pl.read_parquet(folder / "claims.parquet").drop("media_json", strict=False)
     by_id = {c["id"]: c.get("media", []) for c in claims}
@@ -421,6 +422,7 @@ def hf_table(folder: Path, quarter: str, images: str = "images_file_names") -> p
 
 def _small_types(kind: pa.DataType) -> pa.DataType:
     """polars writes large strings and large lists; ``datasets`` shows them as plain ones."""
+    import pyarrow as pa
     if pa.types.is_large_string(kind):
         return pa.string()
     if pa.types.is_large_list(kind) or pa.types.is_list(kind):
@@ -431,6 +433,7 @@ def _small_types(kind: pa.DataType) -> pa.DataType:
 def same_columns(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     """The quarters' tables with the same columns in the same order (``datasets`` refuses splits that differ): a
     column that an older release's claims.parquet lacks (``recurring_id`` came later) is added to it, empty."""
+    import pyarrow as pa
     try:
         schema = pa.unify_schemas([t.schema for t in tables.values()])
     except pa.ArrowInvalid as e:
@@ -528,6 +531,8 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
         if not (target / "croissant.json").exists():  # a release made before croissant.json existed
             write_release_card(target, quarter)
             (target / "README.md").unlink()
+    import pyarrow.parquet as pq
+
     tables = {q: hf_table(out / q, q, image_column) for q in quarters}
     for quarter, table in same_columns(tables).items():
         pq.write_table(table, out / quarter / HF_TABLE)
