@@ -33,6 +33,17 @@ class MemberSpec:
     flip: float = 0.02  # chance of the opposite category, per property
     shift: float = 0.2  # chance of being one step less certain about a claim (all its properties)
     vision: bool = False
+    # a knowledge cut-off (a quarter label, "" for none): on the claims a simulated world first showed after it
+    # (the truth's "quarter"), the member is less sure (``shift_after``) and wrong more often (``flip_after``), as
+    # the models of VeriTaS's longitudinal experiment are on claims newer than their training data
+    cutoff: str = ""
+    flip_after: float = 0.0
+    shift_after: float = 0.0
+
+
+def after_cutoff(member: MemberSpec, truth: dict | None) -> bool:
+    """Whether the claim came after the member's cut-off: first shown in a later quarter (labels sort as quarters)."""
+    return bool(member.cutoff) and bool((truth or {}).get("quarter")) and truth["quarter"] > member.cutoff
 
 
 DEFAULT_MEMBERS = (
@@ -242,11 +253,13 @@ class Panel:
     def rating(self, member: MemberSpec, truth: dict | None, rectified: bool, prop: str) -> dict:
         category = "unknown" if truth is None else TARGET["intact" if rectified else truth["category"]][prop]
         claim = (truth or {}).get("claim", "")
-        sure = _rng(self.config.seed, member.name, claim, rectified).random() >= member.shift
+        late = after_cutoff(member, truth)
+        shift, flip = (member.shift_after, member.flip_after) if late else (member.shift, member.flip)
+        sure = _rng(self.config.seed, member.name, claim, rectified).random() >= shift
         certainty = "certain" if sure else "rather certain"
         if category == "unknown":
             certainty = "unknown"
-        if _rng(self.config.seed, member.name, claim, rectified, prop).random() < member.flip:
+        if _rng(self.config.seed, member.name, claim, rectified, prop).random() < flip:
             category = {"positive": "negative", "negative": "positive"}.get(
                 category, "positive" if _rng(member.name, claim, prop).random() < 0.5 else "negative")
             certainty = "rather certain"
