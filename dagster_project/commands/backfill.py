@@ -144,8 +144,17 @@ def here_launcher(on_interrupt: "Stop"):
     return HereLauncher()
 
 
+def with_board(stages: list[str]) -> list[str]:
+    """The selection's assets: the stages, and the leaderboard (not partitioned: it runs once, after the evaluation
+    of every quarter of the backfill) when the stages reach the evaluation."""
+    from dagster_project.definitions import BOARD_ASSETS
+
+    return [*stages, *(a.key.path[-1] for a in BOARD_ASSETS)] if "evaluation" in stages else list(stages)
+
+
 def create_backfill(instance, context, keys: list[str], stages: list[str], title: str) -> str:
-    """Add an asset backfill of ``stages`` (with the sources' snapshot when they hold reviews) over ``keys``."""
+    """Add an asset backfill of ``stages`` (with the sources' snapshot when they hold reviews, and the leaderboard
+    when they reach the evaluation) over ``keys``."""
     import dagster as dg
     from dagster._core.execution.backfill import PartitionBackfill
     from dagster._core.utils import make_new_backfill_id
@@ -154,7 +163,7 @@ def create_backfill(instance, context, keys: list[str], stages: list[str], title
 
     backfill = PartitionBackfill.from_asset_partitions(
         backfill_id=make_new_backfill_id(), asset_graph=context.create_request_context().asset_graph,
-        partition_names=keys, asset_selection=[dg.AssetKey(s) for s in with_snapshot(stages)],
+        partition_names=keys, asset_selection=[dg.AssetKey(s) for s in with_snapshot(with_board(stages))],
         backfill_timestamp=time.time(), tags={"veritas/command": "backfill"}, dynamic_partitions_store=instance,
         all_partitions=False, title=title, description=f"veritas backfill: {', '.join(stages)}",
         run_config=RUN_CONFIG,
