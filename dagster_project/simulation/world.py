@@ -1,6 +1,7 @@
 """A simulated world of many quarters (VeriTaS's 25, 2020Q1 to 2026Q1, by default): one feed and one WARC per
 quarter (dagster_project/simulation/quarter.py), a planted truth over all of them, a systems registry of simulated
-verifiers with knowledge cut-offs, and the config that ``veritas backfill --from 2020Q1 --to 2026Q1`` runs.
+verifiers with knowledge cut-offs, and the config that one command runs from the reviews to the leaderboard:
+``veritas backfill --from 2020Q1 --to 2026Q1 --until leaderboard``.
 
     .venv/bin/python -m dagster_project.simulation.world --quarters 2020Q1:2026Q1 --reviews-per-quarter 40 --out DIR
 
@@ -34,8 +35,10 @@ What the world takes from real data, and how (measured once from ../shared/data 
   so a quarter's distinct claims, and with them its release, are bounded by the pool (``World.claims_per_quarter``).
 
 The simulated systems: one closed-book verifier per panel member (``stages.verifier_members``), each with a
-knowledge cut-off (``CUTOFFS``); on claims first shown after it, the member is less sure and wrong more often
-(panel.MemberSpec.cutoff), as VeriTaS's models are on claims newer than their training data.
+knowledge cut-off (``CUTOFFS``); rating from memory (no evidence in the prompt: the closed-book verifier) a claim
+first shown after it, the member is less sure and wrong more often (panel.MemberSpec.cutoff), as VeriTaS's models
+are on claims newer than their training data. With the article as evidence (stage 5) the cut-off does not matter,
+so the releases' labels do not depend on it.
 """
 
 import argparse
@@ -64,7 +67,7 @@ SAME_PUBLISHER_SHARE = 0.92  # measured: 23 of 25 recurring reviews by the publi
 WEIGHT_CLIP = (0.4, 2.0)
 # the simulated systems' knowledge cut-offs, one per panel member: the longitudinal view has quarters on both sides
 CUTOFFS = {"sim-alpha": "2024Q2", "sim-beta": "2023Q2", "sim-gamma": "2022Q2", "sim-delta": "2021Q2"}
-FLIP_AFTER, SHIFT_AFTER = 0.05, 0.9  # after its cut-off: chance of the opposite category, of being less sure
+FLIP_AFTER, SHIFT_AFTER = 0.12, 0.9  # after its cut-off: chance of the opposite category, of being less sure
 
 
 # ------------------------------------------------------------------------------ measured once, committed
@@ -348,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[world] config: {config_path}\n[world] the panel serves on loopback until Ctrl-C; in another shell:\n"
               f"  VERITAS_SIM_KEY=sk-simulated DAGSTER_HOME={out / 'data' / 'dagster'} .venv/bin/veritas --config "
               f"{config_path} backfill --from {world['config']['first']} --to {world['config']['last']} "
-              "--launch processes", flush=True)
+              "--until leaderboard --launch processes", flush=True)
         try:
             while True:
                 time.sleep(3600)
