@@ -251,13 +251,13 @@ def predictions(
     work = prefetch(claims, verify, llm.parallel_claims)  # claims verified on parallel_claims threads, counted below
 
     def one(claim: ReleaseClaim):
-        predictions = work(claim)
-        for prediction in predictions:
+        made = work(claim)
+        for prediction in made:
             if verifiers:
                 count(stats, "guard/rejected_evidence", prediction.rejected_evidence)
                 count(stats, "qa/questions", len(prediction.qa))
             count(stats, "no_verdict", bool(prediction.error))
-        return predictions, ""
+        return made, ""
 
     out = map_records(STAGE, claims, one, stats, context.log,
                       ErrorBudget.for_stage(pipeline, STAGE, len(claims), context.log))
