@@ -80,6 +80,29 @@ def world(tmp_path_factory):
     return out
 
 
+def test_a_world_plan_at_full_size_recurs_at_the_measured_share_and_keeps_quarters_apart():
+    """No generation: which record each of 25 x 1,000 reviews is about. Only the recurring reviews share a claim
+    with an earlier quarter; they are the measured share of the reviews after the first quarter, most of them by
+    the publisher that reviewed the claim first."""
+    from dagster_project.simulation.records import claim_key, load_records
+    from dagster_project.simulation.world import RECURRING_SHARE, WorldConfig, plan_world, reviews_per_quarter
+
+    config = WorldConfig(reviews_per_quarter=1000)
+    plan = plan_world(load_records(prefer_shared=False), config)["quarters"]
+    assert {q: len(v) for q, v in plan.items()} == reviews_per_quarter(config)
+    seen: dict[str, str] = {}
+    recurring = 0
+    for q, reviews in plan.items():
+        for r in reviews:
+            earlier = seen.get(claim_key(r["claim"]))
+            assert (earlier is not None and earlier < q) == bool(r["recurring_from"]), (q, r["claim"])
+            recurring += bool(r["recurring_from"])
+        for r in reviews:
+            seen.setdefault(claim_key(r["claim"]), q)
+    later = sum(len(v) for q, v in plan.items() if q != "2020Q1")
+    assert 0.5 * RECURRING_SHARE < recurring / later < 1.5 * RECURRING_SHARE, recurring
+
+
 def test_the_world_follows_the_profile_with_publishers_and_recurring_claims(world):
     w = world["world"]
     assert list(w["quarters"]) == QUARTERS
