@@ -158,6 +158,9 @@ class PipelineResource(dg.ConfigurableResource):
     recurring: Literal["flag", "drop"] = "flag"
     # jobs
     verifier_member: str = ""  # empty: the first ensemble member
+    # several members, one system each (closed_book:<member>), as a simulated world's leaderboard compares them;
+    # empty: verifier_member alone
+    verifier_members: list[str] = []
     verifier_mode: str = "closed_book"
     knowledge_cutoff: str = ""  # a quarter label such as 2024Q4
     verifier_strategy: str = "parallel"  # retrieval mode's question generation: parallel | dynamic | hybrid

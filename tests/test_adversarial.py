@@ -73,6 +73,16 @@ def test_too_few_natural_claims_to_train_on_is_said_not_guessed():
     assert scores == {} and left_out == set() and "fewer than 5 natural claims" in report["skipped"]
 
 
+def test_a_single_rewrite_is_judged_at_chance_not_a_crash():
+    """A small quarter (issue 36's 25-quarter world) may hold one rectified claim: it is never held out of the
+    classifier's training, so it scores 0.5 and stays; before, its half was empty and the fit had one class."""
+    claims = quarter(n_natural=8, n_false=1)
+    natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
+    variants = [c for c in claims if c.variant == "rectified"]
+    scores, left_out, report = filter_detectable(natural, variants, seed=1)
+    assert scores == {variants[0].claim_id: 0.5} and left_out == set() and report["rounds"] == 1, report
+
+
 def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_path):
     """With every rewrite a template there is nothing undetectable to prefer: the filter keeps as many as the release
     needs, and publication is blocked with the rectified-style figure and what to change."""

@@ -619,7 +619,11 @@ def evaluation(
         raise dg.Failure(f"no release for {quarter}")
     predictions = from_frame(store.read_table("predictions", quarter), Prediction)
     systems = sorted({p.system for p in predictions}) or ["none"]
-    # The longitudinal view needs every quarter this store has predicted, not only this partition.
+    # The longitudinal view needs every quarter this store has predicted, not only this partition. It reads them
+    # at run time (not through the graph: a quarter's evaluation does not wait for the others'), so what it read
+    # depends on what the store held then; the metadata names it (``longitudinal_read``). The leaderboard's
+    # longitudinal view (assets/evaluation/longitudinal.py) runs after every quarter's evaluation and is the one
+    # to quote across quarters.
     folders = {quarter: Path(folder)} | {q: store.latest_release(q) for q in store.release_quarters()
                                          if q != quarter and store.has_table("predictions", q)}
     data_by_quarter: dict[str, tuple[list, list]] = {
@@ -670,6 +674,7 @@ def evaluation(
         "integrity_mse_missing_as_0": first["mse_missing_as_0"] if first["mse_missing_as_0"] is not None else float("nan"),
         "knowledge_cutoff": pipeline.knowledge_cutoff,
         "claims_recurring": len(recurring[quarter]),
+        "longitudinal_read": dg.MetadataValue.json({q: Path(f).name for q, f in sorted(folders.items())}),
         "contamination_flagged": len(contamination["models"].get(pipeline.verifier_member or llm.member_names()[0], {})
                                      .get("flagged", [])) if contamination else 0,
         "summary": dg.MetadataValue.json(json.loads(json.dumps(payload, default=str))),

@@ -468,7 +468,33 @@ def write_outputs(store: StoreResource, data: dict, board: dict, run_id: str = "
         store.put_bytes(f"{REPORT_DIR}/leaderboard.html", page, "text/html")
     html_path = json_path.parent / "leaderboard.html"
     atomic_write(html_path, page)
-    return {"table": table, "version": version, "json": json_path, "html": html_path}
+    return {"table": table, "version": version, "json": json_path, "html": html_path,
+            **write_longitudinal(store, board, json_path.parent)}
+
+
+def write_longitudinal(store: StoreResource, board: dict, folder: Path) -> dict:
+    """The longitudinal cut-off view (assets/evaluation/longitudinal.py) beside the board: JSON, CSV, text, PNG."""
+    from assets.evaluation.longitudinal import (
+        longitudinal_csv,
+        longitudinal_rows,
+        longitudinal_summary,
+        longitudinal_text,
+        plot_longitudinal,
+    )
+
+    paths = {"longitudinal_json": store.write_json(f"{REPORT_DIR}/longitudinal.json", {
+        "summary": longitudinal_summary(board), "by_quarter": longitudinal_rows(board)})}
+    files = {"longitudinal_csv": ("longitudinal.csv", longitudinal_csv(longitudinal_rows(board)).encode()),
+             "longitudinal_txt": ("longitudinal.txt", longitudinal_text(board).encode())}
+    for key, (name, data) in files.items():
+        atomic_write(folder / name, data)
+        paths[key] = folder / name
+    paths["longitudinal_plot"] = plot_longitudinal(board, folder / "longitudinal.png")
+    if store.is_s3:  # the view goes where the JSON report went
+        for key, ctype in (("longitudinal_csv", "text/csv"), ("longitudinal_txt", "text/plain"),
+                           ("longitudinal_plot", "image/png")):
+            store.put_bytes(f"{REPORT_DIR}/{paths[key].name}", paths[key].read_bytes(), ctype)
+    return paths
 
 
 @dg.asset(
@@ -506,5 +532,7 @@ def leaderboard(context: dg.AssetExecutionContext, store: StoreResource, pipelin
         "partial": ", ".join(s["name"] for s in board["systems"] if s["partial"]) or "none",
         "leader": f"{best['name']} (MSE {best['windows']['all']['mse']})" if best["rank"] else "none",
         "report": dg.MetadataValue.path(str(out["json"])), "page": dg.MetadataValue.path(str(out["html"])),
+        "longitudinal_plot": dg.MetadataValue.path(str(out["longitudinal_plot"])),
+        "longitudinal": dg.MetadataValue.md(f"```\n{out['longitudinal_txt'].read_text()}```"),
         "ranking": dg.MetadataValue.md(f"```\n{text_ranking(board)}```"),
     })

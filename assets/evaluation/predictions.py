@@ -221,11 +221,15 @@ def predictions(
         raise dg.Failure(f"no release for {quarter}: materialize release first")
     if pipeline.verifier_mode not in ("closed_book", "retrieval"):
         raise dg.Failure(f"verifier mode {pipeline.verifier_mode!r} is unknown; use closed_book or retrieval")
-    member = pipeline.verifier_member or llm.member_names()[0]
+    members = pipeline.verifier_members or [pipeline.verifier_member or llm.member_names()[0]]
+    unknown = [m for m in members if m not in llm.member_names()]
+    if unknown:
+        raise dg.Failure(f"verifier member(s) {', '.join(unknown)} are not in llm.members "
+                         f"({', '.join(llm.member_names())}): fix stages.verifier_member(s)")
     claims = load_release(folder, allow_empty=True)
-    stats = StageYield(len(claims))
+    stats = StageYield(len(claims) * len(members))  # a prediction per claim and member
     media_store = MediaStore(str(folder))
-    verifier = None
+    verifiers = {}
     if pipeline.verifier_mode == "retrieval":
         warcs = warc_files(pipeline.knowledge_warc_paths or [*web.warc_paths, web.archive_dir])
         articles = []
@@ -236,22 +240,24 @@ def predictions(
         cache = store.base / "knowledge" / f"{knowledge_cache_key(warcs, articles_version)}.json"
         knowledge = build_knowledge_store(warcs, articles, cache)
         stats.extra.update({f"knowledge/{k}": v for k, v in knowledge.stats().items() if isinstance(v, int)})
-        verifier = make_verifier(pipeline, llm, member, media_store, knowledge)
+        verifiers = {m: make_verifier(pipeline, llm, m, media_store, knowledge) for m in members}
 
-    def verify(claim: ReleaseClaim) -> Prediction:
-        if verifier is None:
-            return predict(claim, quarter, llm, member, media_store)
-        return verifier.predict(as_claim(claim, quarter), claim.id, [m.id for m in claim.media], quarter)
+    def verify(claim: ReleaseClaim) -> list[Prediction]:
+        if not verifiers:
+            return [predict(claim, quarter, llm, m, media_store) for m in members]
+        return [verifiers[m].predict(as_claim(claim, quarter), claim.id, [x.id for x in claim.media], quarter)
+                for m in members]
 
     work = prefetch(claims, verify, llm.parallel_claims)  # claims verified on parallel_claims threads, counted below
 
     def one(claim: ReleaseClaim):
-        prediction = work(claim)
-        if verifier is not None:
-            count(stats, "guard/rejected_evidence", prediction.rejected_evidence)
-            count(stats, "qa/questions", len(prediction.qa))
-        count(stats, "no_verdict", bool(prediction.error))
-        return prediction, ""
+        made = work(claim)
+        for prediction in made:
+            if verifiers:
+                count(stats, "guard/rejected_evidence", prediction.rejected_evidence)
+                count(stats, "qa/questions", len(prediction.qa))
+            count(stats, "no_verdict", bool(prediction.error))
+        return made, ""
 
     out = map_records(STAGE, claims, one, stats, context.log,
                       ErrorBudget.for_stage(pipeline, STAGE, len(claims), context.log))

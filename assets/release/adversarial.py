@@ -41,9 +41,9 @@ def _detectability(texts: list[str], y: np.ndarray, seed: int) -> tuple[np.ndarr
         warnings.simplefilter("ignore")
         for _ in range(PARTITIONS):
             train = np.zeros(len(y), dtype=bool)
-            for label in (0, 1):  # stratified halves
+            for label in (0, 1):  # stratified halves; a class of one text trains (it is never held out: 0.5)
                 idx = np.flatnonzero(y == label)
-                train[rng.choice(idx, len(idx) // 2, replace=False)] = True
+                train[rng.choice(idx, max(1, len(idx) // 2), replace=False)] = True
             model = LogisticRegression(C=10.0, class_weight="balanced", solver="liblinear", max_iter=500)
             model.fit(x[train], y[train])
             test = np.flatnonzero(~train)

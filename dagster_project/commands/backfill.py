@@ -7,7 +7,8 @@ selected stages in its own run. When no ``dagster-daemon`` serves the instance, 
 itself (the daemon's backfill and run-queue iterations, every ``--tick`` seconds) until it ends; when one does, it
 only watches. The runs execute in the command's process, one after another (``--launch here``, the default for the
 ingestion stages), or each in a process of its own started by a code server (``--launch processes``). The bars
-read the backfill's own status. Ctrl-C or SIGTERM cancels the backfill: the quarter under way stops at its
+read the backfill's own status. ``--until leaderboard`` runs every stage of each quarter and then the leaderboard
+(not partitioned), once, after every quarter's evaluation: reviews to leaderboard in one backfill. Ctrl-C or SIGTERM cancels the backfill: the quarter under way stops at its
 current step (here) or is terminated (processes), the queued ones never start. ``veritas backfill --retry ID``
 starts a new backfill of what ID did not materialize. ``veritas backfill --stale`` rebuilds the quarters whose stages
 are stale (a parent materialized anew since, as the UI shows; for the release, also a release of the quarter before
@@ -144,8 +145,12 @@ def here_launcher(on_interrupt: "Stop"):
     return HereLauncher()
 
 
-def create_backfill(instance, context, keys: list[str], stages: list[str], title: str) -> str:
-    """Add an asset backfill of ``stages`` (with the sources' snapshot when they hold reviews) over ``keys``."""
+BOARD = "leaderboard"  # --until leaderboard: every stage, then the leaderboard (not partitioned)
+
+
+def create_backfill(instance, context, keys: list[str], stages: list[str], title: str, board: bool = False) -> str:
+    """Add an asset backfill of ``stages`` (with the sources' snapshot when they hold reviews) over ``keys``; with
+    ``board``, the leaderboard too, which Dagster runs once, after the evaluation of every quarter of the backfill."""
     import dagster as dg
     from dagster._core.execution.backfill import PartitionBackfill
     from dagster._core.utils import make_new_backfill_id
@@ -154,7 +159,7 @@ def create_backfill(instance, context, keys: list[str], stages: list[str], title
 
     backfill = PartitionBackfill.from_asset_partitions(
         backfill_id=make_new_backfill_id(), asset_graph=context.create_request_context().asset_graph,
-        partition_names=keys, asset_selection=[dg.AssetKey(s) for s in with_snapshot(stages)],
+        partition_names=keys, asset_selection=[dg.AssetKey(s) for s in [*with_snapshot(stages), *([BOARD] if board else [])]],
         backfill_timestamp=time.time(), tags={"veritas/command": "backfill"}, dynamic_partitions_store=instance,
         all_partitions=False, title=title, description=f"veritas backfill: {', '.join(stages)}",
         run_config=RUN_CONFIG,
@@ -426,7 +431,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
     else:
         if not first:
             raise ValueError("give --from A [--to B], --stale, or --retry ID")
-        stages = stage_selection(start, until)
+        stages = stage_selection(start, None if until == BOARD else until)
         keys = quarter_keys(first, last or quarterly_partitions.get_last_partition_key())
     here = launches_here(stages, launch) and not daemon_serves(instance)
     stop = Stop(instance, "")
@@ -448,7 +453,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
             total = len({p.partition_key for p in target.iterate_asset_partitions() if p.partition_key})
         else:
             title = f"{to_label(keys[0])}..{to_label(keys[-1])}: {stages[0]}..{stages[-1]}"
-            backfill_id = create_backfill(instance, context, keys, stages, title)
+            backfill_id = create_backfill(instance, context, keys, stages, title, board=until == BOARD)
             total = len(keys)
         if not stale:
             print(f"[backfill] {backfill_id}: {total} quarters, stages {', '.join(stages)}"
@@ -473,7 +478,8 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
                                                "progress bar per stage")
     p.add_argument("--from", dest="first", help="first quarter, e.g. 2020Q1")
     p.add_argument("--to", dest="last", help="last quarter (default: the running quarter)")
-    p.add_argument("--until", help="stop each quarter after this asset")
+    p.add_argument("--until", help="stop each quarter after this asset; 'leaderboard': every stage of each quarter, "
+                                   "then the leaderboard over all quarters")
     p.add_argument("--start", help="begin each quarter at this asset (its upstream tables must exist)")
     p.add_argument("--retry", metavar="ID", help="a new backfill of what backfill ID did not materialize")
     p.add_argument("--stale", action="store_true",

@@ -22,6 +22,7 @@ from dagster_project.simulation.openai_stub import OpenAIStub
 from dagster_project.simulation.rewrites import STYLES, TEMPLATES, rewrite_texts
 
 SIMULATED = "simulated"
+NO_EVIDENCE = "No evidence is given: answer from what you know"  # prompts/_evidence.j2 without evidence
 
 
 @dataclass
@@ -33,6 +34,19 @@ class MemberSpec:
     flip: float = 0.02  # chance of the opposite category, per property
     shift: float = 0.2  # chance of being one step less certain about a claim (all its properties)
     vision: bool = False
+    # a knowledge cut-off (a quarter label, "" for none): rating from memory (the prompt gives no evidence: a
+    # closed-book verifier) a claim that a simulated world first showed after it (the truth's "quarter"), the member
+    # is less sure (``shift_after``) and wrong more often (``flip_after``), as the models of VeriTaS's longitudinal
+    # experiment are on claims newer than their training data; with the fact-check article as evidence (stage 5) the
+    # cut-off does not matter
+    cutoff: str = ""
+    flip_after: float = 0.0
+    shift_after: float = 0.0
+
+
+def after_cutoff(member: MemberSpec, truth: dict | None) -> bool:
+    """Whether the claim came after the member's cut-off: first shown in a later quarter (labels sort as quarters)."""
+    return bool(member.cutoff) and bool((truth or {}).get("quarter")) and truth["quarter"] > member.cutoff
 
 
 DEFAULT_MEMBERS = (
@@ -239,14 +253,16 @@ class Panel:
             return {"consistent": "yes", "shareable": "no", "critique": CRITIQUE["shareable"]}
         return {"consistent": "yes", "shareable": "yes", "critique": ""}
 
-    def rating(self, member: MemberSpec, truth: dict | None, rectified: bool, prop: str) -> dict:
+    def rating(self, member: MemberSpec, truth: dict | None, rectified: bool, prop: str, from_memory: bool = False) -> dict:
         category = "unknown" if truth is None else TARGET["intact" if rectified else truth["category"]][prop]
         claim = (truth or {}).get("claim", "")
-        sure = _rng(self.config.seed, member.name, claim, rectified).random() >= member.shift
+        late = from_memory and after_cutoff(member, truth)
+        shift, flip = (member.shift_after, member.flip_after) if late else (member.shift, member.flip)
+        sure = _rng(self.config.seed, member.name, claim, rectified).random() >= shift
         certainty = "certain" if sure else "rather certain"
         if category == "unknown":
             certainty = "unknown"
-        if _rng(self.config.seed, member.name, claim, rectified, prop).random() < member.flip:
+        if _rng(self.config.seed, member.name, claim, rectified, prop).random() < flip:
             category = {"positive": "negative", "negative": "positive"}.get(
                 category, "positive" if _rng(member.name, claim, prop).random() < 0.5 else "negative")
             certainty = "rather certain"
@@ -277,10 +293,11 @@ class Panel:
             links = re.findall(r"^\d+\. (\S+)$", user, re.MULTILINE)
             posts = [u for u in links if re.search(r"/status/|/posts/|instagram\.com/p/|archive\.ph/", u)]
             return {"urls": posts[:3], "reason": f"the post that carried the claim ({SIMULATED})"}
+        memory = NO_EVIDENCE in user  # a closed-book verifier's question (prompts/_evidence.j2)
         if kind == "rate_media":
-            return {p: self.rating(member, truth, rectified, p) for p in ("authenticity", "contextualization")}
+            return {p: self.rating(member, truth, rectified, p, memory) for p in ("authenticity", "contextualization")}
         if kind.startswith("rate_claim/"):
-            return self.rating(member, truth, rectified, kind.split("/", 1)[1])
+            return self.rating(member, truth, rectified, kind.split("/", 1)[1], memory)
         schema = (body.get("response_format") or {}).get("schema") or (
             (body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
         return from_schema(schema)

@@ -321,14 +321,18 @@ def syndication_answer(post_id: str, post: dict, image_url: str | None, video_ur
             "created_at": "2026-01-01T00:00:00.000Z"}
 
 
-def generate(out_dir: Path, config: QuarterConfig, records: list[dict]) -> dict:
-    """Write feed.json, pages.warc.gz and truth.json into ``out_dir``; returns the truth table."""
+def generate(out_dir: Path, config: QuarterConfig, records: list[dict], picked: list[dict] | None = None) -> dict:
+    """Write feed.json, pages.warc.gz and truth.json into ``out_dir``; returns the truth table.
+
+    ``picked``: the quarter's reviews' records, in order, as a simulated world chooses them (its claims, publishers
+    and recurring claims, dagster_project/simulation/world.py); default ``pick_records`` from ``records``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     domains = registry_domains()
     if config.label_mix not in ("real", "balanced"):
         raise ValueError(f"label_mix must be real or balanced, not {config.label_mix!r}")
-    picked = pick_records(records, config, domains)
+    if picked is None:
+        picked = pick_records(records, config, domains)
     written = planted_rewrites(picked, config.seed)  # from a generator of their own: the feed and WARC stay the same
     rng = random.Random(config.seed * 7919 + 1)
     walls = random.Random(config.seed * 7919 + 2)  # the walls' own draws (see QuarterConfig.walled_share)
