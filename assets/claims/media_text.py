@@ -162,7 +162,8 @@ class TextCache:
         text = self._by_phash(phash, fine, size)
         if text is not None:
             with self._lock:
-                self.phash_hits += 1
+                self.hits += 1
+                self.phash_hits += 1  # of the hits, those found by the perceptual hash
         else:
             text = self._reader(jpeg)
             with self._lock:
