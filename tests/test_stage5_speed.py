@@ -61,7 +61,7 @@ def test_the_media_questions_go_to_each_mediums_member_and_a_rerun_hits_the_cach
         llm = panel(stub, tmp_path)
         assert filter_media(claim, "en", llm, store, ocr) == {}
         asked = Counter(mode for mode, _ in stub.requests)
-        expected = Counter(filter_order(llm, m.medium_id)[0] for m in media)
+        expected = Counter(filter_order(llm, m.medium_id, "r")[0] for m in media)
         assert asked == expected and len(expected) > 1  # not every question to the first member
         n = len(stub.requests)
         # the same claim with its media in another order, on the same cache: the same member per medium, all cached
