@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -59,10 +60,11 @@ def test_members_on_a_port_where_nothing_listens_fail_the_run_within_30s(tmp_pat
     assert not ok and took < 30
     # the breaker names the member and its endpoint; when a stage's calls stop short of it (stage 5 drops a claim
     # whose media question failed, so it asks fewer), the stage's own check names the member and the refused connection
+    # (any of the three: stage 5 spreads its media questions over the members)
     assert reason.startswith("normalized_claims: ModelUnavailable: ensemble member 'dead-0' (model openai/stub-model,"
                              f" endpoint http://127.0.0.1:{port}/v1) is unreachable: ConnectionRefusedError") or (
         reason.startswith("normalized_claims: ModelUnavailable: normalized_claims: none of its")
-        and "member 'dead-0' (model openai/stub-model)" in reason and "Connection error" in reason), reason
+        and re.search(r"member 'dead-\d' \(model openai/stub-model\)", reason) and "Connection error" in reason), reason
     assert not _latest(cfg, "normalized_claims").exists()  # the failed stage wrote no table version
     assert _latest(cfg, "appearances").exists()
 

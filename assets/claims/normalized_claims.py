@@ -1,6 +1,8 @@
 """Stage 5: keep the media that are part of the claim and rewrite the claim as the bare assertion."""
 
 import functools
+import hashlib
+import math
 import re
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from assets.claims.failures import failure_kind
 from assets.claims.languages import canonical_language
 from assets.claims.leaks import reported_speech_mask, reports_a_claim, says_the_verdict
 from assets.claims.length import MEDIA_REF, bare_text, count_sentences, count_words
-from assets.claims.media_text import TextCache, ocr_engine, read_text
+from assets.claims.media_text import OcrPool, TextCache, read_text
 from assets.claims.overlays import PLATFORM_OVERLAYS
 from assets.ensemble import ask, at_once, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from dagster_project.resources.media import MediaStore, near_duplicate_groups
@@ -331,26 +333,63 @@ def read_verdict_text(m: Medium, store: MediaStore, language: str, rating_text: 
     return failure
 
 
+def filter_order(llm: LLMResource, medium_id: str, review_id: str = "") -> list[str]:
+    """The ensemble members in the order they are asked about a medium of a claim (its review): its first asker, then
+    the members a failed answer goes to. Drawn by weighted rendezvous hashing of the review id, the medium id and each
+    member's name, each member weighted by its max_parallel slots, so the media filter's questions spread over the
+    members at their rates (the writer of stage 5 no longer answers them all), and who asks about a medium never
+    depends on timing or on the other media: a re-run asks the same member the same question (its cache key names the
+    member) and hits the cache. The review is part of the draw: by the medium alone, every claim's copy of a recurring
+    image (a publisher's header) went to one member (573 against 286 questions on the 1,000-review bench)."""
+
+    def draw(name: str) -> float:
+        digest = hashlib.sha256(f"media_filter\0{name}\0{review_id}\0{medium_id}".encode()).digest()
+        unit = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64  # uniform in (0, 1)
+        return llm.member(name).max_parallel / -math.log(unit)
+
+    return sorted(llm.member_names(), key=draw, reverse=True)
+
+
 def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,
-                 ocr: TextCache | None = None, duplicate_distance: int = DUPLICATE_DISTANCE) -> dict[str, str]:
+                 ocr: TextCache | None = None, duplicate_distance: int = DUPLICATE_DISTANCE,
+                 max_media: int | None = None) -> dict[str, str]:
     """medium id -> why it goes, for the media that pass plain_drops: ``verdict_stamp`` when the OCR reads a verdict
-    stamp (the model is not asked: the stamp alone drops it), else the model's reason. A failed question is asked
-    again: the OCR reads the file once more, and a failed filter answer goes to the next ensemble members in turn (a
-    failure they all share, or a second unreadable read, is ``filter_failed`` / ``ocr_failed:<Type>``, which drops
-    the claim: see normalize_claim). A kept medium whose text uses a verdict word in a sentence stays, noted as
-    ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering member saw it)."""
-    members = llm.member_names()
+    stamp (the model is not asked: the stamp alone drops it), else the model's reason. Each medium's question goes to
+    the first member of its filter_order. A failed question is asked again: the OCR reads the file once more, and a
+    failed filter answer goes to the next members of that order in turn (a failure they all share, or a second
+    unreadable read, is ``filter_failed`` / ``ocr_failed:<Type>``, which drops the claim: see normalize_claim). A kept
+    medium whose text uses a verdict word in a sentence stays, noted as ``kept:verdict_word_in_text``
+    (``kept:verdict_word_seen_by_vision`` when the filtering member saw it).
+
+    Only media that can still be kept are read: with ``max_media``, the media are checked in select_media's order of
+    preference, as many as places are left, until max_media are kept (the rest go as over_limit, unread); once a
+    check fails the claim goes, and nothing more of it is read or asked."""
     plain = plain_drops(claim.media, duplicate_distance, language)
+    pending = sorted((m for m in claim.media if m.medium_id not in plain), key=preference)
+    limit = len(pending) if max_media is None else max_media
+    verdicts: dict[str, str] = {}
+    kept = 0
+    while pending and kept < limit:
+        wave, pending = pending[:limit - kept], pending[limit - kept:]
+        found = _check_media(claim, wave, language, llm, store, ocr)
+        verdicts.update(found)
+        if any(v.split(":")[0] in MEDIA_CHECK_FAILED for v in found.values()):
+            break  # the claim goes: its other media are neither read nor asked about
+        kept += sum(1 for m in wave if found.get(m.medium_id, KEPT).startswith(KEPT))
+    return verdicts
+
+
+def _check_media(claim: ClaimAppearances, media: list[Medium], language: str, llm: LLMResource, store: MediaStore,
+                 ocr: TextCache | None) -> dict[str, str]:
+    """filter_media's verdicts on ``media``: the OCR's, then the model's on those the OCR does not drop."""
     verdicts: dict[str, str] = {}
     notes: dict[str, str] = {}
     asked = []
-    for m in claim.media:
-        if m.medium_id in plain:
-            continue
+    for m in media:
         found = read_verdict_text(m, store, language, claim.rating_text, ocr)
         if isinstance(found, str):
             verdicts[m.medium_id] = found
-            continue
+            return verdicts  # the claim goes (normalize_claim): no question for the others
         if found[0] == "stamp":
             verdicts[m.medium_id] = "verdict_stamp"
             continue
@@ -363,14 +402,19 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
                    claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin,
                    source=m.source_url)
 
-    answers = dict(zip((m.medium_id for m in asked),  # the media's questions go out together
-                       zip([members[0]] * len(asked), at_once(llm, members[:1], asked, lambda m: question(members[0], m)))))
-    for member in members[1:]:  # the failed ones again, to the next member; not an endpoint that could not be
-        # reached (the breaker and the stage's check stop a dead one): asking the others in turn tripled the wait
+    orders = {m.medium_id: filter_order(llm, m.medium_id, claim.review_id) for m in asked}
+    answers: dict[str, tuple[str, object]] = {}
+    again = asked
+    for turn in range(len(llm.member_names())):  # the failed ones again, each to its next member; not an endpoint that
+        # could not be reached (the breaker and the stage's check stop a dead one): asking the others in turn tripled
+        # the wait. The media's questions of one turn go out together.
+        members = [orders[m.medium_id][turn] for m in again]
+        answers.update(zip((m.medium_id for m in again), zip(members, at_once(
+            llm, sorted(set(members)), list(zip(members, again)), lambda pair: question(*pair)))))
         again = [m for m in asked if answers[m.medium_id][1].parsed is None
                  and failure_kind(answers[m.medium_id][1].error) != "transport"]
-        answers.update(zip((m.medium_id for m in again),
-                           zip([member] * len(again), at_once(llm, [member], again, lambda m: question(member, m)))))
+        if not again:
+            break
     for m in asked:
         member, answer = answers[m.medium_id]
         if answer.parsed is None:
@@ -397,7 +441,7 @@ def normalize_claim(
         return None, "injection_flagged", []
     member = llm.member_names()[0]
     language = claim.language or (article.language if article else "")
-    verdicts = filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance)
+    verdicts = filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance, pipeline.max_media)
     failed = sorted({v.split(":")[0] for v in verdicts.values() if v.split(":")[0] in MEDIA_CHECK_FAILED})
     if failed:  # without the medium the claim would change (its text may say "this photo"), and unchecked it may leak
         return None, f"media_check_failed:{failed[0]}", [f"{mid}:{v}" for mid, v in verdicts.items()
@@ -440,10 +484,11 @@ def normalize_all(
 ) -> tuple[list[NormalizedClaim], StageYield]:
     stats = StageYield(len(claims))
     drops_flagged(pipeline)  # an unknown injection policy stops the stage before any call
-    ocr = None
+    ocr = pool = None
     if any(c.media for c in claims):
-        ocr_engine()  # loaded once up front: a missing OCR stops the stage here, not claim by claim
-        ocr = TextCache(Path(llm.cache_path).with_name("ocr_cache.sqlite"))  # beside the LLM cache: a re-run reads no image
+        pool = OcrPool()  # its workers load the OCR up front: a missing OCR stops the stage here, not claim by claim
+        # beside the LLM cache: a re-run, or an image seen in an earlier quarter, is not read again
+        ocr = TextCache(Path(llm.cache_path).with_name("ocr_cache.sqlite"), reader=pool.read_text)
     leaks = LeakVocabulary.from_reviews(claims)  # the quarter's own verdict words, per language
     stats.extra["leak_vocabulary/ratings"] = sum(len(w) for w in leaks.ratings.values())
     # max_claims (a demo on a slow model): the quarter's first claims in the upstream table's order; the rest are
@@ -473,8 +518,10 @@ def normalize_all(
     finally:
         if ocr is not None:
             ocr.close()
+            pool.close()
     if ocr is not None:
-        stats.extra.update({"ocr/images_read": ocr.misses, "ocr/cache_hits": ocr.hits})
+        stats.extra.update({"ocr/images_read": ocr.misses, "ocr/cache_hits": ocr.hits, "ocr/phash_hits": ocr.phash_hits,
+                            "ocr/workers": pool.workers})
     fallbacks = int(stats.extra.get("normalization/original", 0))
     if log and fallbacks * 2 > len(out):
         causes = {k.removeprefix("fallback/"): v for k, v in stats.extra.items() if k.startswith("fallback/")}

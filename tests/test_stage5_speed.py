@@ -1,0 +1,128 @@
+"""Issue 36, section 3: stage 5 spreads the media filter's questions over the ensemble by a hash of the medium, reads
+the text of images in a pool of OCR workers (each loads the engine once), serves a re-encoded copy of an image from
+its perceptual hash, and never reads a medium that cannot be kept. The model sits behind a loopback stub."""
+
+import io
+import json
+import os
+import sqlite3
+from collections import Counter
+
+import pytest
+from PIL import Image
+
+from assets.claims import media_text
+from assets.claims.media_text import OcrPool, TextCache
+from assets.claims.normalized_claims import filter_media, filter_order
+from dagster_project.resources.llm import EnsembleMember, LLMResource
+from dagster_project.resources.media import MediaStore
+from dagster_project.simulation.openai_stub import serving
+from schemas.records import ClaimAppearances, Medium
+from tests.test_media_verdicts import as_medium, filter_answers, photo
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return MediaStore(str(tmp_path_factory.mktemp("media")))
+
+
+def reencoded(jpeg: bytes, quality: int) -> bytes:
+    out = io.BytesIO()
+    Image.open(io.BytesIO(jpeg)).save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def panel(stub, tmp_path, slots=(16, 16, 16), name="cache"):
+    return LLMResource(members=[EnsembleMember(name=f"m{i}", model="openai/scripted", api_base=stub.base(f"m{i}"),
+                                               api_key_env="STUB_KEY", max_parallel=n) for i, n in enumerate(slots)],
+                       cache_path=str(tmp_path / f"{name}.sqlite"), num_retries=0)
+
+
+def test_filter_order_spreads_media_over_members_by_their_slots_and_depends_on_the_medium_alone(tmp_path):
+    with serving(filter_answers) as stub:
+        llm = panel(stub, tmp_path, slots=(16, 16, 16, 16))
+        ids = [f"{i:064x}" for i in range(2000)]
+        first = Counter(filter_order(llm, mid)[0] for mid in ids)
+        assert all(430 <= first[m] <= 570 for m in llm.member_names()), first  # about a quarter each
+        assert all(sorted(filter_order(llm, mid)) == llm.member_names() for mid in ids[:50])  # every member, once
+        # twice the slots, about twice the questions; a medium's order does not depend on when or beside what it is asked
+        weighted = Counter(filter_order(panel(stub, tmp_path, slots=(32, 16)), mid)[0] for mid in ids)
+        assert 0.62 <= weighted["m0"] / len(ids) <= 0.71, weighted
+        assert [filter_order(llm, mid) for mid in reversed(ids)] == [filter_order(llm, mid) for mid in ids][::-1]
+
+
+def test_the_media_questions_go_to_each_mediums_member_and_a_rerun_hits_the_cache(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    media = [as_medium(store.put_image(photo(seed=100 + i)), origin="appearance") for i in range(8)]
+    claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", claim_text="Masts burn in Hong Kong",
+                             quarter="2020Q2", language="en", media=media)
+    ocr = TextCache(tmp_path / "ocr.sqlite")
+    with serving(filter_answers) as stub:
+        llm = panel(stub, tmp_path)
+        assert filter_media(claim, "en", llm, store, ocr) == {}
+        asked = Counter(mode for mode, _ in stub.requests)
+        expected = Counter(filter_order(llm, m.medium_id, "r")[0] for m in media)
+        assert asked == expected and len(expected) > 1  # not every question to the first member
+        n = len(stub.requests)
+        # the same claim with its media in another order, on the same cache: the same member per medium, all cached
+        again = claim.model_copy(update={"media": list(reversed(media))})
+        assert filter_media(again, "en", panel(stub, tmp_path), store, ocr) == {}
+        assert len(stub.requests) == n
+    ocr.close()
+
+
+def test_ocr_runs_in_a_pool_whose_workers_load_the_engine_once_each(store):
+    loads_here = media_text.ENGINE_LOADS
+    pool = OcrPool(workers=2)
+    try:
+        texts = [pool.read_text(store.read(store.put_image(photo("FALSE" if i % 2 else "", seed=200 + i)).path))
+                 for i in range(6)]
+        loads = pool.engine_loads()
+    finally:
+        pool.close()
+    assert ["FALSE" in t.upper() for t in texts] == [False, True] * 3
+    assert os.getpid() not in loads and set(loads.values()) == {1}, loads  # read in the workers, one engine each
+    assert media_text.ENGINE_LOADS == loads_here  # never loaded in the stage's own process
+
+
+def test_the_phash_cache_serves_a_reencoded_copy_but_not_a_stamped_one(tmp_path):
+    clean, stamped = photo(seed=7), photo("FALSE", seed=7, size=30)  # the small stamp leaves the 64-bit pHash as is
+    assert media_text.image_hashes(clean)[0] == media_text.image_hashes(stamped)[0]
+    first = TextCache(tmp_path / "ocr.sqlite")
+    assert "FALSE" not in first.read_text(clean).upper()
+    first.close()
+    later = TextCache(tmp_path / "ocr.sqlite")  # a later quarter: the same photo, encoded again
+    copy = reencoded(clean, 70)
+    assert copy != clean and later.read_text(copy) == later.read_text(reencoded(clean, 95))
+    assert (later.misses, later.phash_hits) == (0, 2)
+    assert "FALSE" in later.read_text(stamped).upper() and later.misses == 1  # read, not served the clean one's text
+    later.close()
+    with sqlite3.connect(tmp_path / "ocr.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM ocr_phash").fetchone()[0] == 2
+
+
+def test_media_that_cannot_be_kept_are_never_read(store, tmp_path, monkeypatch):
+    """Past max_media (the preferred ones kept), and every medium of a claim whose check already failed, are neither
+    read by the OCR nor asked about; the plain drops never were."""
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    media = [as_medium(store.put_image(photo(seed=300 + i)), origin="appearance") for i in range(4)]
+    tiny = Medium(medium_id="tiny", kind="image", path=media[0].path, width=60, height=60)
+    claim = ClaimAppearances(review_id="r", review_url="https://fullfact.org/x", claim_text="Masts burn in Hong Kong",
+                             quarter="2020Q2", language="en", media=[tiny, *media])
+
+    def read(cache_name):
+        with sqlite3.connect(tmp_path / cache_name) as db:
+            return {row[0] for row in db.execute("SELECT sha256 FROM ocr_text")}
+
+    with serving(filter_answers) as stub:
+        ocr = TextCache(tmp_path / "limit.sqlite")
+        assert filter_media(claim, "en", panel(stub, tmp_path), store, ocr, max_media=2) == {}
+        ocr.close()
+        assert read("limit.sqlite") == {media[0].medium_id, media[1].medium_id} and len(stub.requests) == 2
+        gone = media[0].model_copy(update={"medium_id": "gone", "path": "images/gone.jpg"})
+        ocr = TextCache(tmp_path / "failed.sqlite")
+        verdicts = filter_media(claim.model_copy(update={"media": [gone, *media[1:]]}), "en",
+                                panel(stub, tmp_path, name="failed"), store, ocr, max_media=4)
+        ocr.close()
+        assert verdicts == {"gone": "ocr_failed:FileNotFoundError"}
+        assert read("failed.sqlite") == set() and len(stub.requests) == 2  # nothing else read, nothing asked
