@@ -77,9 +77,10 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     assert main(["plan", "--config", config, "--quarter", "2025Q4", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     stages = {s["stage"]: s for s in plan["stages"]}
-    # stage 5, first member only: a media-filter call per medium, one normalisation per claim
-    assert stages["normalized_claims"]["by_member"]["text"]["calls"] == 2 + 3
-    assert stages["normalized_claims"]["by_member"]["eyes"]["calls"] == 0
+    # stage 5: a media-filter call per medium, by the member that sees images (stage 5's filter_order), and one
+    # normalisation per claim by the first member
+    assert stages["normalized_claims"]["by_member"]["text"]["calls"] == 3
+    assert stages["normalized_claims"]["by_member"]["eyes"]["calls"] == 2
     # stage 6 (upper bound: every claim kept): per member, a media rating per medium + veracity + coverage
     six = stages["scored_claims"]
     # the three are rated "excitement", "misleading", "misleading": the claim is wrong, so per member a media rating

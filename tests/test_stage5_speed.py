@@ -51,6 +51,19 @@ def test_filter_order_spreads_media_over_members_by_their_slots_and_depends_on_t
         assert [filter_order(llm, mid) for mid in reversed(ids)] == [filter_order(llm, mid) for mid in ids][::-1]
 
 
+def test_members_that_see_images_are_asked_first_and_the_others_only_after_them(tmp_path):
+    """A member without vision judges a picture by its alt text: where some members see images, they take every
+    medium's question, spread among them by their slots, and the others come after them in each medium's order."""
+    with serving(filter_answers) as stub:
+        members = [EnsembleMember(name=f"m{i}", model="openai/scripted", api_base=stub.base(f"m{i}"),
+                                  api_key_env="STUB_KEY", max_parallel=16, vision=i in (1, 3)) for i in range(4)]
+        llm = LLMResource(members=members, cache_path=str(tmp_path / "vision.sqlite"), num_retries=0)
+        orders = [filter_order(llm, f"{i:064x}", "r") for i in range(400)]
+    assert all(set(order[:2]) == {"m1", "m3"} and set(order[2:]) == {"m0", "m2"} for order in orders)
+    first = Counter(order[0] for order in orders)
+    assert 160 <= first["m1"] <= 240 and first["m1"] + first["m3"] == 400, first
+
+
 def test_the_media_questions_go_to_each_mediums_member_and_a_rerun_hits_the_cache(store, tmp_path, monkeypatch):
     monkeypatch.setenv("STUB_KEY", "sk-test")
     media = [as_medium(store.put_image(photo(seed=100 + i)), origin="appearance") for i in range(8)]

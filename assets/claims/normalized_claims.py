@@ -340,14 +340,17 @@ def filter_order(llm: LLMResource, medium_id: str, review_id: str = "") -> list[
     members at their rates (the writer of stage 5 no longer answers them all), and who asks about a medium never
     depends on timing or on the other media: a re-run asks the same member the same question (its cache key names the
     member) and hits the cache. The review is part of the draw: by the medium alone, every claim's copy of a recurring
-    image (a publisher's header) went to one member (573 against 286 questions on the 1,000-review bench)."""
+    image (a publisher's header) went to one member (573 against 286 questions on the 1,000-review bench).
+
+    Members that see images come first: a member without vision judges a medium from its alt text, caption and URL
+    alone, so it is asked only once every member with vision has failed (or where none has it)."""
 
     def draw(name: str) -> float:
         digest = hashlib.sha256(f"media_filter\0{name}\0{review_id}\0{medium_id}".encode()).digest()
         unit = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64  # uniform in (0, 1)
         return llm.member(name).max_parallel / -math.log(unit)
 
-    return sorted(llm.member_names(), key=draw, reverse=True)
+    return sorted(llm.member_names(), key=lambda name: (llm.is_vision(name), draw(name)), reverse=True)
 
 
 def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,

@@ -86,7 +86,7 @@ class Planner:
     def normalize(self, claims, articles) -> Estimate:
         """The media filter's questions (the media no plain rule drops, less the article images the OCR is expected
         to find stamped) and one normalisation per claim, with the media stage 6 is expected to see."""
-        from assets.claims.normalized_claims import plain_drops
+        from assets.claims.normalized_claims import filter_order, plain_drops
 
         est = Estimate("normalized_claims", f"{len(claims)} appearances rows")
         first = self.llm.member_names()[0]
@@ -95,8 +95,9 @@ class Planner:
             plain = plain_drops(c.media, self.pipeline.near_duplicate_distance,
                                 c.language or (article.language if article else ""))
             for m in c.media:
-                if m.medium_id not in plain:
-                    self.ask(est, first, "media_filter", media=[m], claim=c.claim_text, kind=m.kind, alt=m.alt,
+                if m.medium_id not in plain:  # each medium's question goes to the member stage 5 draws for it
+                    self.ask(est, filter_order(self.llm, m.medium_id, c.review_id)[0], "media_filter", media=[m],
+                             claim=c.claim_text, kind=m.kind, alt=m.alt,
                              caption=m.caption, origin=m.origin, source=m.source_url,
                              n=1 - STAMPED_ARTICLE_MEDIA if m.origin == "article" else 1)
             self.ask(est, first, "normalize_claim", media=self.expected_media(c), claim=c.claim_text,
