@@ -309,6 +309,13 @@ def plot_mse_by_quarter(full: dict, path: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.set_title(f"Integrity error by quarter: {full.get('system') or 'predictions'}")
     ax.legend(loc="best", fontsize=8)
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: Path) -> Path:
+    """A matplotlib figure written to ``path`` (its folder made) and closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -334,11 +341,7 @@ def plot_confusion(conf: dict, path: Path, title: str = "Integrity, 3 bins") -> 
     ax.set_xlabel("predicted")
     ax.set_ylabel("gold")
     ax.set_title(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_report(full: dict, out: Path) -> dict[str, Path]:

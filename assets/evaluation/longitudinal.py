@@ -13,7 +13,7 @@ import csv
 import io
 from pathlib import Path
 
-from assets.evaluation.evaluation import cutoff_position, quarter_number
+from assets.evaluation.evaluation import cutoff_position, quarter_number, save_figure
 
 RELATION = {"clean": "after", "before": "before", "unknown": "unknown"}  # the board's names -> the paper's
 COLUMNS = ("system", "knowledge_cutoff", "quarter", "relation", "claims", "recurring", "mse_all", "fresh", "mse_fresh")
@@ -120,8 +120,4 @@ def plot_longitudinal(board: dict, path: Path) -> Path:
     ax.set_ylim(bottom=0)
     ax.set_title("Integrity MSE by quarter, before and after each system's knowledge cut-off")
     ax.legend(loc="upper left", fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
