@@ -98,6 +98,31 @@ def test_ocr_runs_in_a_pool_whose_workers_load_the_engine_once_each(store):
     assert media_text.ENGINE_LOADS == loads_here  # never loaded in the stage's own process
 
 
+def _read_in_a_daemon(jpegs: list[bytes], out) -> None:
+    pool = OcrPool(workers=2)
+    try:
+        out.put((pool.workers, [pool.read_text(j) for j in jpegs], pool.engine_loads()))
+    finally:
+        pool.close()
+
+
+def test_a_daemonic_process_reads_in_itself_since_it_may_start_no_worker(store):
+    """A Celery worker's prefork child is daemonic: multiprocessing refuses it children, so the stage there reads with
+    an engine of its own instead of failing ('daemonic processes are not allowed to have children')."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    jpegs = [store.read(store.put_image(photo("FALSE" if i else "", seed=300 + i)).path) for i in range(2)]
+    child = ctx.Process(target=_read_in_a_daemon, args=(jpegs, out), daemon=True)
+    child.start()
+    workers, texts, loads = out.get(timeout=120)  # a daemon that failed sends nothing
+    child.join(60)
+    assert child.exitcode == 0 and workers == 0
+    assert ["FALSE" in t.upper() for t in texts] == [False, True]
+    assert loads == {child.pid: 1}  # one engine, in the daemon itself
+
+
 def test_the_phash_cache_serves_a_reencoded_copy_but_not_a_stamped_one(tmp_path):
     clean, stamped = photo(seed=7), photo("FALSE", seed=7, size=30)  # the small stamp leaves the 64-bit pHash as is
     assert media_text.image_hashes(clean)[0] == media_text.image_hashes(stamped)[0]

@@ -69,9 +69,17 @@ class OcrPool:
     would copy), each with its own engine loaded once by the pool's initializer. An engine is three onnxruntime
     sessions (detection, angle, recognition; about 50 MB loaded, 150-250 MB while reading), so the workers are few:
     by default one per core. Images wait in the pool's queue as bytes; the stage's threads submit one at a time each,
-    so at most ``parallel_claims`` images are queued."""
+    so at most ``parallel_claims`` images are queued.
+
+    A daemonic process may not start children (a Celery worker's prefork child runs the stage so): there the pool has
+    no worker and reads in this process, with one engine loaded here up front, as before the pool."""
 
     def __init__(self, workers: int | None = None):
+        self._pool = None
+        if multiprocessing.current_process().daemon:
+            self.workers = 0
+            ocr_engine()  # loaded up front all the same: a missing OCR stops the stage here, not claim by claim
+            return
         self.workers = workers or max(1, min(2, os.cpu_count() or 1))
         self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                          initializer=_worker_start)
@@ -83,6 +91,8 @@ class OcrPool:
                                "why (the media verdict check needs rapidocr-onnxruntime: `make install`)") from err
 
     def read_text(self, jpeg: bytes) -> str:
+        if self._pool is None:
+            return read_text(jpeg)
         try:
             return self._pool.submit(read_text, jpeg).result()
         except BrokenProcessPool as err:  # a worker died (killed for memory?): never a medium kept unread
@@ -91,11 +101,14 @@ class OcrPool:
 
     def engine_loads(self) -> dict[int, int]:
         """Worker pid -> engines it loaded (for the tests: one each)."""
+        if self._pool is None:
+            return dict([_worker_loads()])
         futures = [self._pool.submit(_worker_loads) for _ in range(4 * self.workers)]
         return dict(f.result() for f in futures)
 
     def close(self) -> None:
-        self._pool.shutdown(cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
 
 
 # A perceptual hash (imagehash's pHash, 64 bits) and the pixel size find a copy of an image read before whatever its
