@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 from bench.ingest import build_feed  # noqa: E402 (after the sys.path line)
 
 
-def tree_rss_mb(pid: int) -> float:
-    """The RSS of a process and all its descendants, in MB."""
+def process_tree(root: int) -> list[int]:
+    """A process and all its descendants' pids (from /proc)."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -38,10 +38,18 @@ def tree_rss_mb(pid: int) -> float:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    total, todo = 0, [pid]
+    out, todo = [], [root]
     while todo:
-        p = todo.pop()
-        todo += children.get(p, [])
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def tree_rss_mb(pid: int) -> float:
+    """The RSS of a process and all its descendants, in MB."""
+    total = 0
+    for p in process_tree(pid):
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.backfill import process_tree  # noqa: E402
 from bench.rehearsal import STAGES, run_stage  # noqa: E402
 from dagster_project.simulation.panel import PanelConfig, PanelServer  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
@@ -32,22 +33,6 @@ from dagster_project.simulation.records import load_shared  # noqa: E402
 from dagster_project.simulation.run import write_config  # noqa: E402
 
 STAGE = "normalized_claims"
-
-
-def _tree(root: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += parents.get(pid, [])
-    return out
 
 
 def _memory(pids: list[int]) -> tuple[int, int]:
@@ -79,7 +64,7 @@ class TreeMemory:
 
         me = os.getpid()
         while not self._stop.wait(0.2):
-            children = [p for p in _tree(me) if p != me]
+            children = [p for p in process_tree(me) if p != me]
             if not children:
                 continue
             rss, pss = _memory(children)
