@@ -258,22 +258,29 @@ def rating_reply(user: str, contextualization: dict, veracity: dict) -> tuple:
 
 @contextlib.contextmanager
 def fast_router_backoff(max_sleep_s: float = 0.01):
-    """Shorten the litellm Router's retry backoff (seconds per 429/5xx) while keeping its decisions; yields the list
-    of the sleeps the Router asked for. litellm is imported offline first (cost map from the package)."""
+    """Shorten the retry backoff (seconds per 429/5xx) of litellm's Router and of the openai SDK (OpenAIDirect) while
+    keeping their decisions; yields the list of the sleeps they asked for. litellm is imported offline first (cost
+    map from the package)."""
     from dagster_project.resources.llm import _import_litellm
 
     _import_litellm()
     from litellm.router_python_host import PythonHost
+    from openai._base_client import SyncAPIClient
 
     asked: list[float] = []
-    original = PythonHost.sleep_sync
+    original, original_sdk = PythonHost.sleep_sync, SyncAPIClient._calculate_retry_timeout
 
     def short_sleep(self, seconds: float) -> None:
         asked.append(seconds)
         time.sleep(min(seconds, max_sleep_s))
 
-    PythonHost.sleep_sync = short_sleep
+    def short_retry_timeout(self, *args, **kwargs) -> float:
+        seconds = original_sdk(self, *args, **kwargs)
+        asked.append(seconds)
+        return min(seconds, max_sleep_s)
+
+    PythonHost.sleep_sync, SyncAPIClient._calculate_retry_timeout = short_sleep, short_retry_timeout
     try:
         yield asked
     finally:
-        PythonHost.sleep_sync = original
+        PythonHost.sleep_sync, SyncAPIClient._calculate_retry_timeout = original, original_sdk

@@ -302,3 +302,53 @@ def test_calls_on_short_lived_threads_share_a_few_cache_connections(stub, tmp_pa
     assert len(opened) <= 5 and len(free) == len(opened)  # 4 threads at a time, plus the summary's own
     res.close()
     assert res._conns is None
+
+
+def test_openai_compatible_members_go_through_the_sdk_with_the_request_litellm_would_send(tmp_path):
+    """OpenAIDirect (the default for "openai/..." members without fallbacks) sends the body litellm's Router sends
+    for the same call, and gets the same answer, tokens and cost; a member with fallbacks keeps the Router."""
+    s = OpenAIStub(_scripted)
+    try:
+        member = _stub_member(s, "ok", input_cost_per_token=1e-6, output_cost_per_token=5e-6, seed=7, max_tokens=99)
+        answers = {}
+        for transport in ("auto", "litellm"):
+            res = LLMResource(cache_path=str(tmp_path / f"{transport}.sqlite"), members=[member], transport=transport)
+            answers[transport] = res.complete_json("stub-ok", MESSAGES, stage="s", **CALL)
+            assert (type(res._routers["stub-ok"]).__name__ == "OpenAIDirect") == (transport == "auto")
+        direct, routed = (body for _, body in s.requests)
+        assert direct == routed and direct["model"] == "stub-model" and direct["seed"] == 7
+        assert direct["max_tokens"] == 99 and direct["response_format"]["type"] == "json_object"
+        keep = ("parsed", "raw", "error", "model", "prompt_tokens", "completion_tokens", "cost_usd")
+        assert {k: getattr(answers["auto"], k) for k in keep} == {k: getattr(answers["litellm"], k) for k in keep}
+        assert answers["auto"].cost_usd == pytest.approx(100 * 1e-6 + 20 * 5e-6)
+        fb = _stub_member(s, "ok", name="with-fallback", fallbacks=[FallbackModel(model="openai/b", api_base=s.base("ok"))])
+        res = LLMResource(cache_path=str(tmp_path / "fb.sqlite"), members=[fb])
+        assert type(res._router(fb)).__name__ == "Router"
+    finally:
+        s.close()
+
+
+def test_the_sdk_transport_waits_as_a_429_asks_and_retries_5xx(tmp_path):
+    seen: list[str] = []
+
+    def flaky(mode, body):
+        seen.append(mode)
+        if mode == "busy" and seen.count("busy") == 1:
+            return 429, {"error": {"message": "slow down", "type": "rate_limit"}}, {"Retry-After": "0.3"}
+        if mode == "busy" and seen.count("busy") == 2:
+            return 503, {"error": {"message": "overloaded", "type": "server_error"}}
+        return _scripted("ok", body)
+
+    s = OpenAIStub(flaky)
+    try:
+        res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(s, "busy")], num_retries=2)
+        with fast_router_backoff() as sleeps:
+            ans = res.complete_json("stub-busy", MESSAGES, stage="s", **CALL)
+        assert ans.error is None and ans.parsed["justification"] == "stub" and seen == ["busy"] * 3
+        assert sleeps[0] == pytest.approx(0.3) and len(sleeps) == 2  # the Retry-After, then a backoff
+        seen.clear()
+        res = LLMResource(cache_path=str(tmp_path / "d.sqlite"), members=[_stub_member(s, "busy")], num_retries=0)
+        ans = res.complete_json("stub-busy", MESSAGES, stage="s", **CALL)
+        assert ans.error.startswith("transport: RateLimitError") and seen == ["busy"]
+    finally:
+        s.close()

@@ -1,4 +1,5 @@
-"""LLM ensemble resource: litellm Router per member, embedded local model, durable SQLite cache and cost ledger."""
+"""LLM ensemble resource: per member the openai SDK (OpenAI-compatible endpoints) or a litellm Router (other providers,
+fallbacks), embedded local model, durable SQLite cache and cost ledger."""
 
 import atexit
 import base64
@@ -14,7 +15,7 @@ import uuid
 from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 import pydantic
@@ -36,6 +37,29 @@ def _import_litellm():
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     return litellm
+
+
+class OpenAIDirect:
+    """One OpenAI-compatible deployment through the openai SDK, called like a Router: the SDK retries 429 (after its
+    Retry-After), 408/409, 5xx, timeouts and lost connections itself, with backoff. litellm's Router, which wraps the
+    same SDK for these endpoints, spends about 7 ms more CPU per call on bookkeeping this resource does itself
+    (cost, ledger, limits); at a panel's 100 calls/s that was most of a core (bench/llm.py)."""
+
+    def __init__(self, params: dict[str, Any], num_retries: int, timeout: float):
+        import openai
+
+        self.model = params["model"].split("/", 1)[1]
+        # no api_base: the SDK's default endpoint; no key: OPENAI_API_KEY, or the SDK's error naming it
+        self.client = openai.OpenAI(base_url=params.get("api_base") or None, api_key=params.get("api_key"),
+                                    max_retries=num_retries, timeout=timeout)
+
+    def completion(self, model: str, messages: list[dict], **kwargs: Any):
+        return self.client.chat.completions.create(model=self.model, messages=messages, **kwargs)
+
+
+def direct_deployment(params: dict[str, Any], fallbacks: list) -> bool:
+    """Whether a member's deployment goes through OpenAIDirect: an OpenAI-compatible model without fallbacks."""
+    return params["model"].startswith("openai/") and not fallbacks
 
 
 def image_part(jpeg_bytes: bytes) -> dict:
@@ -326,6 +350,9 @@ class LLMResource(dg.ConfigurableResource):
     local_n_threads: int = 2
     num_retries: int = 2
     timeout_s: float = 120
+    # "auto": OpenAI-compatible members (model "openai/...", the embedded server) without fallbacks are called through
+    # the openai SDK directly (OpenAIDirect), every other member through litellm's Router; "litellm": all through it.
+    transport: Literal["auto", "litellm"] = "auto"
     # A refusal or an answer still invalid after the re-ask is cached as that model's failure, so re-runs do not
     # pay for it again; set this to ask such calls again (transport errors are never cached).
     retry_failed: bool = False
@@ -424,15 +451,19 @@ class LLMResource(dg.ConfigurableResource):
         return params
 
     def _router(self, m: EnsembleMember):
-        """One litellm Router per member: the only retry/cooldown loop around the transport, with its fallbacks."""
+        """One client per member, the only retry loop around the transport: OpenAIDirect, or a litellm Router (with
+        the member's fallbacks)."""
         with self._state_lock():
             if self._routers is None:
                 self._routers = {}
             router = self._routers.get(m.name)
             if router is not None:
                 return router
-            litellm = _import_litellm()
             params = self._deployment(m.model, m.api_base, m.api_key_env)
+            if self.transport == "auto" and direct_deployment(params, m.fallbacks):
+                router = self._routers[m.name] = OpenAIDirect(params, self.num_retries, self.timeout_s)
+                return router
+            litellm = _import_litellm()
             # rpm/tpm are not passed: litellm would only route by them (and track usage per call, ~1 ms), while
             # each Router holds one deployment; the blocking limits are this resource's (see _limiter)
             # litellm prices each answer itself; with the member's own prices it skips the cost-map search
@@ -759,8 +790,8 @@ class LLMResource(dg.ConfigurableResource):
         known = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
         if isinstance(known, (int, float)):  # litellm priced it already from the same cost map (0: unmapped)
             return float(known)
-        try:
-            return float(_import_litellm().completion_cost(completion_response=response, model=m.model) or 0.0)
+        try:  # an OpenAIDirect answer: the same cost map, by its tokens
+            return float(sum(_import_litellm().cost_per_token(model=m.model, prompt_tokens=pt, completion_tokens=ct)))
         except Exception:  # noqa: BLE001 - litellm raises many kinds for an unmapped model
             return 0.0  # model missing from the bundled cost map: set the member's per-token overrides instead
 
