@@ -12,6 +12,7 @@ from dagster_project.resources.llm import (
     EnsembleMember,
     FallbackModel,
     LLMResource,
+    direct_deployment,
     image_part,
     parse_json_text,
     strip_images,
@@ -305,8 +306,9 @@ def test_calls_on_short_lived_threads_share_a_few_cache_connections(stub, tmp_pa
 
 
 def test_openai_compatible_members_go_through_the_sdk_with_the_request_litellm_would_send(tmp_path):
-    """OpenAIDirect (the default for "openai/..." members without fallbacks) sends the body litellm's Router sends
-    for the same call, and gets the same answer, tokens and cost; a member with fallbacks keeps the Router."""
+    """OpenAIDirect (the default for a member on an OpenAI-compatible server of its own, without fallbacks) sends the
+    body litellm's Router sends for the same call, and gets the same answer, tokens and cost; a member with fallbacks,
+    and OpenAI's own models (whose parameters litellm maps per model), keep the Router."""
     s = OpenAIStub(_scripted)
     try:
         member = _stub_member(s, "ok", input_cost_per_token=1e-6, output_cost_per_token=5e-6, seed=7, max_tokens=99)
@@ -324,6 +326,7 @@ def test_openai_compatible_members_go_through_the_sdk_with_the_request_litellm_w
         fb = _stub_member(s, "ok", name="with-fallback", fallbacks=[FallbackModel(model="openai/b", api_base=s.base("ok"))])
         res = LLMResource(cache_path=str(tmp_path / "fb.sqlite"), members=[fb])
         assert type(res._router(fb)).__name__ == "Router"
+        assert not direct_deployment({"model": "openai/gpt-4o-mini"}, [])
     finally:
         s.close()
 

@@ -49,8 +49,7 @@ class OpenAIDirect:
         import openai
 
         self.model = params["model"].split("/", 1)[1]
-        # no api_base: the SDK's default endpoint; no key: OPENAI_API_KEY, or the SDK's error naming it
-        self.client = openai.OpenAI(base_url=params.get("api_base") or None, api_key=params.get("api_key"),
+        self.client = openai.OpenAI(base_url=params["api_base"], api_key=params.get("api_key"),
                                     max_retries=num_retries, timeout=timeout)
 
     def completion(self, model: str, messages: list[dict], **kwargs: Any):
@@ -63,8 +62,10 @@ class OpenAIDirect:
 
 
 def direct_deployment(params: dict[str, Any], fallbacks: list) -> bool:
-    """Whether a member's deployment goes through OpenAIDirect: an OpenAI-compatible model without fallbacks."""
-    return params["model"].startswith("openai/") and not fallbacks
+    """Whether a member's deployment goes through OpenAIDirect: an OpenAI-compatible server of its own (``api_base``:
+    the embedded one, llama.cpp, vLLM, a simulated panel) without fallbacks. OpenAI's own models keep the Router,
+    which maps their parameters per model (max_completion_tokens, unsupported temperature)."""
+    return params["model"].startswith("openai/") and bool(params.get("api_base")) and not fallbacks
 
 
 def image_part(jpeg_bytes: bytes) -> dict:
@@ -355,8 +356,9 @@ class LLMResource(dg.ConfigurableResource):
     local_n_threads: int = 2
     num_retries: int = 2
     timeout_s: float = 120
-    # "auto": OpenAI-compatible members (model "openai/...", the embedded server) without fallbacks are called through
-    # the openai SDK directly (OpenAIDirect), every other member through litellm's Router; "litellm": all through it.
+    # "auto": members served by an OpenAI-compatible server of their own (model "openai/..." with an api_base, the
+    # embedded server) without fallbacks are called through the openai SDK directly (OpenAIDirect), every other member
+    # through litellm's Router; "litellm": all through it.
     transport: Literal["auto", "litellm"] = "auto"
     # A refusal or an answer still invalid after the re-ask is cached as that model's failure, so re-runs do not
     # pay for it again; set this to ask such calls again (transport errors are never cached).
