@@ -79,7 +79,8 @@ def run_batch(llm: LLMResource, batch: list[NormalizedClaim]) -> tuple[float, in
 
 
 def cold_warm(stub: OpenAIStub, folder: str, n_claims: int, n_members: int) -> dict:
-    llm = LLMResource(members=members(stub, n_members), cache_path=os.path.join(folder, "coldwarm.sqlite"))
+    llm = LLMResource(members=members(stub, n_members), cache_path=os.path.join(folder, "coldwarm.sqlite"),
+                      transport="auto")
     batch = claims(n_claims)
     llm.member_names()
     before = len(stub.requests)
@@ -88,7 +89,7 @@ def cold_warm(stub: OpenAIStub, folder: str, n_claims: int, n_members: int) -> d
     warm, kept_warm = run_batch(llm, batch)
     calls_warm = len(stub.requests) - before - calls_cold
     assert kept == kept_warm == n_claims
-    parallel = LLMResource(members=members(stub, n_members, max_parallel=4), parallel_claims=8,
+    parallel = LLMResource(members=members(stub, n_members, max_parallel=4), parallel_claims=8, transport="auto",
                            cache_path=os.path.join(folder, "parallel.sqlite"))
     cold_parallel, kept_parallel = run_batch(parallel, batch)
     assert kept_parallel == n_claims
@@ -101,7 +102,8 @@ def overhead(stub: OpenAIStub, folder: str, n_calls: int) -> dict:
     the request sent straight with httpx (the baseline), the member's client alone (OpenAIDirect: the one retry
     loop around the transport), a litellm Router for the member, and LLMResource.complete_json (cache lookup and
     write, ledger, limits, validation around that client)."""
-    llm = LLMResource(members=members(stub, 1), cache_path=os.path.join(folder, f"overhead-{stub.port}.sqlite"))
+    llm = LLMResource(members=members(stub, 1), cache_path=os.path.join(folder, f"overhead-{stub.port}.sqlite"),
+                      transport="auto")
     schema = Answer.model_json_schema()
     sdk = llm._router(llm.member("m0"))  # the very client the resource calls
     routed = LLMResource(members=members(stub, 1), cache_path=os.path.join(folder, f"routed-{stub.port}.sqlite"),

@@ -306,7 +306,7 @@ def test_calls_on_short_lived_threads_share_a_few_cache_connections(stub, tmp_pa
 
 
 def test_openai_compatible_members_go_through_the_sdk_with_the_request_litellm_would_send(tmp_path):
-    """OpenAIDirect (the default for a member on an OpenAI-compatible server of its own, without fallbacks) sends the
+    """OpenAIDirect (llm.transport: auto, for a member on an OpenAI-compatible server of its own, without fallbacks) sends the
     body litellm's Router sends for the same call, and gets the same answer, tokens and cost; a member with fallbacks,
     and OpenAI's own models (whose parameters litellm maps per model), keep the Router."""
     s = OpenAIStub(_scripted)
@@ -324,7 +324,7 @@ def test_openai_compatible_members_go_through_the_sdk_with_the_request_litellm_w
         assert {k: getattr(answers["auto"], k) for k in keep} == {k: getattr(answers["litellm"], k) for k in keep}
         assert answers["auto"].cost_usd == pytest.approx(100 * 1e-6 + 20 * 5e-6)
         fb = _stub_member(s, "ok", name="with-fallback", fallbacks=[FallbackModel(model="openai/b", api_base=s.base("ok"))])
-        res = LLMResource(cache_path=str(tmp_path / "fb.sqlite"), members=[fb])
+        res = LLMResource(cache_path=str(tmp_path / "fb.sqlite"), members=[fb], transport="auto")
         assert type(res._router(fb)).__name__ == "Router"
         assert not direct_deployment({"model": "openai/gpt-4o-mini"}, [])
     finally:
@@ -344,13 +344,15 @@ def test_the_sdk_transport_waits_as_a_429_asks_and_retries_5xx(tmp_path):
 
     s = OpenAIStub(flaky)
     try:
-        res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(s, "busy")], num_retries=2)
+        res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(s, "busy")], num_retries=2,
+                          transport="auto")
         with fast_router_backoff() as sleeps:
             ans = res.complete_json("stub-busy", MESSAGES, stage="s", **CALL)
         assert ans.error is None and ans.parsed["justification"] == "stub" and seen == ["busy"] * 3
         assert sleeps[0] == pytest.approx(0.3) and len(sleeps) == 2  # the Retry-After, then a backoff
         seen.clear()
-        res = LLMResource(cache_path=str(tmp_path / "d.sqlite"), members=[_stub_member(s, "busy")], num_retries=0)
+        res = LLMResource(cache_path=str(tmp_path / "d.sqlite"), members=[_stub_member(s, "busy")], num_retries=0,
+                          transport="auto")
         ans = res.complete_json("stub-busy", MESSAGES, stage="s", **CALL)
         assert ans.error.startswith("transport: RateLimitError") and seen == ["busy"]
     finally:
