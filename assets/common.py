@@ -254,11 +254,13 @@ def map_records(stage: str, items: list, fn, stats: StageYield, log=None, budget
 
 
 def llm_metadata(llm, stage: str, run_id: str) -> dict:
-    """Calls, cache hits, tokens, cost and errors of one stage's model calls in this run, and the share of each
-    member's slots its paid calls held (``llm/slot_busy/<member>``; see LLMResource.slot_busy)."""
+    """Calls, cache hits, tokens, cost and errors of one stage's model calls in this run, the share of each member's
+    slots its paid calls held (``llm/slot_busy/<member>``; see LLMResource.slot_busy) and its hedged requests
+    (``llm/hedged/<member>``, when hedge_after_s is set)."""
     summary = llm.ledger_summary(stage=stage, run_id=run_id)
     busy = {f"llm/slot_busy/{name}": share for name, share in llm.slot_busy(stage).items()}
-    return {f"llm/{k}": v for k, v in summary.items() if isinstance(v, (int, float))} | busy
+    hedged = {f"llm/hedged/{name}": n for name, n in llm.hedged(stage).items()}
+    return {f"llm/{k}": v for k, v in summary.items() if isinstance(v, (int, float))} | busy | hedged
 
 
 def count(stats: StageYield, key: str, n: int = 1) -> None:

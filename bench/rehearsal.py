@@ -43,7 +43,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.rehearsal_stage import SLOT_BUSY  # noqa: E402
+from bench.rehearsal_stage import HEDGED, SLOT_BUSY  # noqa: E402
 from dagster_project.simulation.panel import PanelConfig, PanelServer, parse_styles  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
 from dagster_project.simulation.records import SHARED_DATA, load_shared  # noqa: E402
@@ -73,10 +73,11 @@ def run_stage(config: str, quarter: str, stage: str, *extra: str, kill_after=Non
     err = log.read().decode(errors="replace")
     log.close()
     busy = [line.split(" ", 1)[1] for line in err.splitlines() if line.startswith(SLOT_BUSY + " ")]
+    hedged = [line.split(" ", 1)[1] for line in err.splitlines() if line.startswith(HEDGED + " ")]
     return {"stage": stage, "ok": os.waitstatus_to_exitcode(status) == 0, "killed": os.WIFSIGNALED(status),
             "wall_s": time.monotonic() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024, "stderr_tail": err[-1500:],
-            "slot_busy": json.loads(busy[-1]) if busy else {}}
+            "slot_busy": json.loads(busy[-1]) if busy else {}, "hedged": json.loads(hedged[-1]) if hedged else {}}
 
 
 def process_cpu_s() -> float:
@@ -112,7 +113,8 @@ def stage_floors(rows: dict, cache: Path, slots: int, latency: float) -> list[st
         floor = calls[busiest] * latency / slots
         lines.append(f"  {stage:<18} {r['wall_s']:6.0f} s, floor {floor:5.0f} s ({busiest} {calls[busiest]:,} of "
                      f"{sum(calls.values()):,} calls: " + ", ".join(f"{m} {n:,}" for m, n in sorted(calls.items()))
-                     + f"), x{r['wall_s'] / floor:.2f}")
+                     + f"), x{r['wall_s'] / floor:.2f}"
+                     + (f"; re-sent (llm.hedge_after_s) {sum(r['hedged'].values())}" if r.get("hedged") else ""))
     return lines
 
 

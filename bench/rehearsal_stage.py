@@ -7,6 +7,7 @@ import os
 import sys
 
 SLOT_BUSY = "slot_busy:"
+HEDGED = "hedged:"
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -33,6 +34,9 @@ def main(argv: list[str]) -> int:
                             tags={"veritas/quarter": quarter, "veritas/simulated": "true"}, raise_on_error=False)
     busy = {key.rsplit("/", 1)[1]: value.value for m in result.get_asset_materialization_events()
             for key, value in m.materialization.metadata.items() if key.startswith("llm/slot_busy/")}
+    hedged = {key.rsplit("/", 1)[1]: value.value for m in result.get_asset_materialization_events()
+              for key, value in m.materialization.metadata.items() if key.startswith("llm/hedged/")}
+    print(f"{HEDGED} {json.dumps(hedged)}", file=sys.stderr, flush=True)
     print(f"{SLOT_BUSY} {json.dumps(busy)}", file=sys.stderr, flush=True)  # the bench reads this last line
     return 0 if result.success else 1
 

@@ -3,6 +3,8 @@
 import json
 import os
 import sqlite3
+import threading
+import time
 from typing import Literal
 
 import pydantic
@@ -17,6 +19,7 @@ from dagster_project.resources.llm import (
     parse_json_text,
     strip_images,
 )
+from assets.common import llm_metadata
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
 from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.ops_support import fast_router_backoff
@@ -356,4 +359,51 @@ def test_the_sdk_transport_waits_as_a_429_asks_and_retries_5xx(tmp_path):
         ans = res.complete_json("stub-busy", MESSAGES, stage="s", **CALL)
         assert ans.error.startswith("transport: RateLimitError") and seen == ["busy"]
     finally:
+        s.close()
+
+
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+def test_a_request_unanswered_past_hedge_after_s_is_sent_again_and_the_first_answer_wins(tmp_path, transport):
+    """The first request of a question hangs (as a stuck connection does); with hedge_after_s the same request goes out
+    again beside it and its answer returns long before the hung one would; the re-send is counted per member. Without
+    it, the call waits for the hung request. When both fail, the call fails with the error of the first."""
+    seen: list[str] = []
+    hung: list[str] = []
+    hang = threading.Event()
+
+    def stuck_once(mode, body):
+        seen.append(mode)
+        if mode == "dead":  # the first request fails late (after the re-send went out), the re-send at once
+            first = seen.count("dead") == 1
+            time.sleep(1.0 if first else 0)
+            return 400, {"error": {"message": "first" if first else "second", "type": "invalid_request_error"}}
+        if not hung:
+            hung.append(mode)
+            hang.wait(20)  # the hung request, released at the end of the test
+        return _scripted("ok", body)
+
+    s = OpenAIStub(stuck_once)
+    try:
+        res = LLMResource(cache_path=str(tmp_path / "c.sqlite"), members=[_stub_member(s, "m")], num_retries=0,
+                          transport=transport, hedge_after_s=0.5)
+        res._run_id = "run-1"
+        t0 = time.monotonic()
+        ans = res.complete_json("stub-m", MESSAGES, stage="s", **CALL)
+        took = time.monotonic() - t0
+        assert ans.error is None and ans.parsed["justification"] == "stub" and seen == ["m", "m"]
+        assert 0.5 <= took < 10, took  # the re-send's answer, not the hung request's (released after 20 s)
+        assert res.hedged("s") == {"stub-m": 1} and res.hedged("other") == {}
+        assert llm_metadata(res, "s", "run-1")["llm/hedged/stub-m"] == 1
+        # an answer within hedge_after_s: one request, no re-send
+        seen.clear()
+        assert res.complete_json("stub-m", MESSAGES + [{"role": "user", "content": "again"}], stage="s",
+                                 **CALL).error is None
+        assert seen == ["m"] and res.hedged("s") == {"stub-m": 1}
+        # both requests fail: the first's error
+        dead = LLMResource(cache_path=str(tmp_path / "d.sqlite"), members=[_stub_member(s, "dead")], num_retries=0,
+                           transport=transport, hedge_after_s=0.5)
+        error = dead.complete_json("stub-dead", MESSAGES, stage="s", **CALL).error
+        assert error.startswith("transport: BadRequest") and "first" in error and seen.count("dead") == 2
+    finally:
+        hang.set()
         s.close()

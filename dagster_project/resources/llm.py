@@ -12,7 +12,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -361,6 +361,11 @@ class LLMResource(dg.ConfigurableResource):
     # per call), every other member through litellm's Router; "litellm" (the default until the whole suite passes
     # with "auto"): all through it. The simulated quarters use "auto".
     transport: Literal["auto", "litellm"] = "litellm"
+    # Seconds a request may go unanswered before the same request is sent again beside it (a hedged request): the first
+    # answer wins, the other is left to end on its own (its tokens are paid, not counted). A hung request then holds its
+    # claim this long instead of the whole timeout_s, and a demand round no longer waits on it. Set it well above the
+    # members' slow answers (it re-sends those too): each re-send is counted as llm/hedged/<member>. None: never.
+    hedge_after_s: float | None = Field(None, gt=0)
     # A refusal or an answer still invalid after the re-ask is cached as that model's failure, so re-runs do not
     # pay for it again; set this to ask such calls again (transport errors are never cached).
     retry_failed: bool = False
@@ -379,6 +384,7 @@ class LLMResource(dg.ConfigurableResource):
     _semaphores: Any = PrivateAttr(default=None)
     _held: Any = PrivateAttr(default=None)  # (run, stage, member) -> [seconds a slot was held, first taken, given back]
     _limiters: Any = PrivateAttr(default=None)
+    _hedging: Any = PrivateAttr(default=None)  # (thread pool for hedged requests, (run, stage, member) -> re-sends)
     _conns: Any = PrivateAttr(default=None)
     _db_ready: bool = PrivateAttr(default=False)
     _run_id: str = PrivateAttr(default="")
@@ -405,6 +411,9 @@ class LLMResource(dg.ConfigurableResource):
         server, self._server = self._server, None
         if server is not None:
             server.stop()
+        hedging, self._hedging = self._hedging, None
+        if hedging is not None:  # requests that lost their race end on their own: their answers are not waited for
+            hedging[0].shutdown(wait=False)
         self._routers = {}
         self._close_db()
 
@@ -585,6 +594,41 @@ class LLMResource(dg.ConfigurableResource):
             if sem is None:
                 sem = self._semaphores[m.name] = threading.Semaphore(max(1, m.max_parallel))
             return sem
+
+    def _send(self, stage: str, m: EnsembleMember, request):
+        """``request()`` (one completion through the member's client), hedged after ``hedge_after_s``: when no answer
+        has come by then, the same request again beside it; the first answer wins, and when both fail, the first's
+        error is raised. Without hedge_after_s, in this thread."""
+        if not self.hedge_after_s:
+            return request()
+        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+        with self._state_lock():
+            if self._hedging is None:
+                # room for every member's slots twice over: a request and its re-send
+                slots = sum(max(1, x.max_parallel) for x in self.members)
+                self._hedging = ThreadPoolExecutor(2 * slots + 2, thread_name_prefix="llm-hedge"), Counter()
+            pool, hedged = self._hedging
+        first = pool.submit(request)
+        done, _ = wait([first], timeout=self.hedge_after_s)
+        if done:
+            return first.result()
+        with self._state_lock():
+            hedged[(self._run_id, stage, m.name)] += 1
+        sent = [first, pool.submit(request)]
+        while sent:
+            done, _ = wait(sent, return_when=FIRST_COMPLETED)
+            for f in done:
+                if f.exception() is None:
+                    return f.result()
+                sent.remove(f)
+        return first.result()  # both failed: the first request's error
+
+    def hedged(self, stage: str) -> dict[str, int]:
+        """Per member, the requests of this run's calls for ``stage`` that were sent again (see hedge_after_s)."""
+        with self._state_lock():
+            counts = self._hedging[1] if self._hedging else {}
+            return {name: n for (run, st, name), n in counts.items() if run == self._run_id and st == stage}
 
     @contextmanager
     def _holding(self, stage: str, m: EnsembleMember):
@@ -863,10 +907,10 @@ class LLMResource(dg.ConfigurableResource):
             try:
                 with self._semaphore(m), self._holding(stage, m):
                     limiter.acquire()
-                    resp = router.completion(
+                    resp = self._send(stage, m, lambda: router.completion(
                         model=m.name, messages=convo, temperature=m.temperature, seed=m.seed,
                         max_tokens=m.max_tokens, response_format=self._response_format(m, schema),
-                    )
+                    ))
             except Exception as e:  # noqa: BLE001 - the Router already retried and fell back: a failure
                 error = f"transport: {type(e).__name__}: {str(e)[:500]}"
                 failed = e

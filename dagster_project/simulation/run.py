@@ -21,6 +21,13 @@ def client_timeout(config: PanelConfig) -> float:
     return 1.5 * config.latency_cap_s
 
 
+def hedge_after(config: PanelConfig) -> float | None:
+    """When the client sends a panel's unanswered request again: at 5 times its median latency, which its lognormal
+    latency passes once in about 1,500 answers at sigma 0.5 (the hung requests of its timeout faults wait there, not
+    for the whole client timeout). None for a panel without latency (the tests'): nothing to hedge."""
+    return 5 * config.latency_median_s if config.latency_median_s > 0 else None
+
+
 def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, release_size: int, parallel_claims: int = 1,
                  max_parallel: int = 4, timeout_s: float | None = None, stages: dict | None = None,
                  data_dir: Path | None = None, cache_path: Path | None = None) -> str:
@@ -28,7 +35,7 @@ def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, releas
     ensemble; the data dir is ``folder``/data unless given, the LLM cache is in it unless given.
 
     The client's timeout is, unless given, ``client_timeout``: no answer is cut, and a hung request (a timeout fault)
-    keeps its member's slot and its claim waiting no longer than that."""
+    keeps its member's slot no longer than that; its claim waits ``hedge_after`` for the request sent again."""
     if timeout_s is None:
         timeout_s = client_timeout(server.panel.config)
     cfg = {
@@ -36,7 +43,8 @@ def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, releas
         "sources": [{"kind": "datafeed", "path": str(quarter_dir / "feed.json")}],
         "web": {"mode": "replay", "warc_paths": [str(quarter_dir / "pages.warc.gz")]},
         "llm": {"members": server.llm_members(max_parallel=max_parallel), "parallel_claims": parallel_claims,
-                "timeout_s": timeout_s, "transport": "auto", **({"cache_path": str(cache_path)} if cache_path else {})},
+                "timeout_s": timeout_s, "transport": "auto", **({"cache_path": str(cache_path)} if cache_path else {}),
+                **({"hedge_after_s": hedge} if (hedge := hedge_after(server.panel.config)) else {})},
         "store": {},
         "stages": {"release_size": release_size, **(stages or {})},
     }
