@@ -3,12 +3,12 @@
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
-from functools import cache
 from pathlib import Path
 
 import polars as pl
 from pydantic import BaseModel, ValidationError
 
+from assets.once import once
 from assets.common import (
     finish_stage,
     llm_metadata,
@@ -55,7 +55,7 @@ _CONCLUSION_HEADING = re.compile(
 _MEDIA_REF = re.compile(r"<(?:image|video):\d+>")
 
 
-@cache
+@once
 def _encoding():
     """cl100k_base, read from the copy litellm ships (tiktoken would download it): one yardstick for every model."""
     import importlib.util

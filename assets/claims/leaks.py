@@ -15,9 +15,9 @@ verdict word that opens the text is a label ("Falso vacuna ..."); in English and
 word ("False positives ...") and leaks only before a separator or a claim noun.
 """
 
-import functools
 import re
 
+from assets.once import once
 from assets.claims.languages import canonical_language
 
 # nouns that name the claim or the circulating item itself
@@ -124,7 +124,7 @@ def _alternatives(words) -> str:
     return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
 
 
-@functools.cache
+@once
 def _lists(language: str) -> dict[str, str]:
     """The language's lists, merged with English's, as regex alternatives."""
     code = canonical_language(language)
@@ -133,7 +133,7 @@ def _lists(language: str) -> dict[str, str]:
     return {name: _alternatives([*table["en"], *table.get(code, ())]) for name, table in tables.items()}
 
 
-@functools.cache
+@once
 def _patterns(language: str) -> dict[str, re.Pattern]:
     w = _lists(language)
     edge = r"(?<![\w'])"
@@ -205,7 +205,7 @@ SOURCES = {
 }
 
 
-@functools.cache
+@once
 def _report_pattern(language: str) -> re.Pattern:
     """A text that opens on a report about a claim: a claim noun or a source among its first four words, then a
     speech verb ("claim", "allege", "say") within six more, or the item "shared" to make a claim."""

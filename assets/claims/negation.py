@@ -15,6 +15,7 @@ import functools
 
 import regex
 
+from assets.once import once
 from assets.claims.languages import canonical_language
 
 NEGATION: dict[str, tuple[str, ...]] = {
@@ -94,7 +95,7 @@ def _fold(text: str) -> str:
     return (text or "").replace("\u2019", "'").replace("\u02bc", "'").casefold()
 
 
-@functools.lru_cache(maxsize=None)
+@once
 def _matcher(table: str, language: str) -> tuple[regex.Pattern | None, tuple[str, ...], tuple[str, ...]]:
     """The whole-word pattern of a language's spaced entries, its unspaced entries, and what to take out first."""
     entries = (NEGATION if table == "negation" else HEDGE).get(language, ())

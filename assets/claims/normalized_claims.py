@@ -1,11 +1,11 @@
 """Stage 5: keep the media that are part of the claim and rewrite the claim as the bare assertion."""
 
-import functools
 import hashlib
 import math
 import re
 from pathlib import Path
 
+from assets.once import once
 from assets.common import (
     ErrorBudget,
     StageYield,
@@ -130,7 +130,7 @@ LANGUAGE_SURE = 0.3
 LANGUAGE_ABSENT = 0.05
 
 
-@functools.cache
+@once
 def _language_identifier():
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
@@ -207,7 +207,7 @@ GRAPHIC_WORDS = {
 }
 
 
-@functools.cache
+@once
 def _graphic_pattern(language: str) -> re.Pattern:
     words = {*GRAPHIC_WORDS["en"], *GRAPHIC_WORDS.get(canonical_language(language), ())}
     return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")(?!\w)",

@@ -7,9 +7,9 @@ languages at once: a rating's language is often not its claim's ("misleading" on
 of them counts as "the claim is wrong", which is what most ratings say.
 """
 
-import functools
 import re
 
+from assets.once import once
 from prompts import label_scheme
 
 OUT_OF_CONTEXT = re.compile(r"context|altered|manipulated|doctored|edited|miscaptioned|سياق|معدل", re.I)
@@ -24,7 +24,7 @@ def normal_rating(rating: str) -> str:
     return " ".join(_TRAILING.sub("", text).split())
 
 
-@functools.cache
+@once
 def _words(kind: str) -> re.Pattern:
     """One pattern of a kind's words in every language; a word matches whole (not inside another word)."""
     scheme = label_scheme()
