@@ -358,9 +358,8 @@ class LLMResource(dg.ConfigurableResource):
     timeout_s: float = 120
     # "auto": members served by an OpenAI-compatible server of their own (model "openai/..." with an api_base, the
     # embedded server) without fallbacks are called through the openai SDK directly (OpenAIDirect: about 7 ms less CPU
-    # per call), every other member through litellm's Router; "litellm" (the default until the whole suite passes
-    # with "auto"): all through it. The simulated quarters use "auto".
-    transport: Literal["auto", "litellm"] = "litellm"
+    # per call), every other member through litellm's Router; "litellm": all through it.
+    transport: Literal["auto", "litellm"] = "auto"
     # Seconds a request may go unanswered before the same request is sent again beside it (a hedged request): the first
     # answer wins, the other is left to end on its own (its tokens are paid, not counted). A hung request then holds its
     # claim this long instead of the whole timeout_s, and a demand round no longer waits on it. Set it well above the

@@ -43,7 +43,7 @@ def write_config(folder: Path, quarter_dir: Path, server: PanelServer, *, releas
         "sources": [{"kind": "datafeed", "path": str(quarter_dir / "feed.json")}],
         "web": {"mode": "replay", "warc_paths": [str(quarter_dir / "pages.warc.gz")]},
         "llm": {"members": server.llm_members(max_parallel=max_parallel), "parallel_claims": parallel_claims,
-                "timeout_s": timeout_s, "transport": "auto", **({"cache_path": str(cache_path)} if cache_path else {}),
+                "timeout_s": timeout_s, **({"cache_path": str(cache_path)} if cache_path else {}),
                 **({"hedge_after_s": hedge} if (hedge := hedge_after(server.panel.config)) else {})},
         "store": {},
         "stages": {"release_size": release_size, **(stages or {})},
