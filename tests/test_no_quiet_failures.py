@@ -37,6 +37,20 @@ def _parse(record):
     return date.fromisoformat(record.day), ""
 
 
+def test_progress_is_a_line_per_10_records_at_most_one_per_2_seconds(monkeypatch):
+    """Records already prefetched go through in well under a second: their progress is the last line alone (every
+    line is an event the Dagster instance stores). Slow records get a line per 10, once 2 s have passed."""
+    import assets.common as common
+
+    log = Log()
+    map_records("s", _records(3000, set()), _parse, StageYield(3000), log)
+    assert log.infos == ["s: 3000/3000 done, 3000 kept"]
+    monkeypatch.setattr(common, "PROGRESS_EVERY_S", 0.0)
+    log = Log()
+    map_records("s", _records(25, set()), _parse, StageYield(25), log)
+    assert log.infos == ["s: 10/25 done, 10 kept", "s: 20/25 done, 20 kept", "s: 25/25 done, 25 kept"]
+
+
 def test_errors_within_the_budget_are_drops_with_their_cause_logged():
     stats, log = StageYield(100), Log()
     out = map_records("s", _records(100, {3, 10, 20, 30, 40}), _parse, stats, log)
