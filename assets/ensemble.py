@@ -2,7 +2,8 @@
 
 import os
 import re
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import polars as pl
@@ -265,16 +266,24 @@ def at_once(llm: LLMResource, members: list[str], items: list, fn) -> list:
         return list(pool.map(fn, items))
 
 
-def prefetch(items: list, fn, workers: int):
+def prefetch(items: list, fn, workers: int, log=None, stage: str = ""):
     """``fn`` over ``items`` on ``workers`` threads, ahead of the stage's sequential loop; returns a lookup that
-    gives each item's result (or raises its exception) in that loop. With one worker, ``fn`` itself."""
+    gives each item's result (or raises its exception) in that loop. With one worker, ``fn`` itself (the loop's own
+    progress lines then follow the work). With ``log``, a line of progress at most every PREFETCH_PROGRESS_S while
+    the threads work."""
     if workers <= 1 or len(items) <= 1:
         return fn
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-stage") as pool:
         futures = {id(item): pool.submit(fn, item) for item in items}
-        for future in futures.values():
-            future.exception()  # wait for all; errors surface per item below
+        logged = time.monotonic()
+        for done, _ in enumerate(as_completed(futures.values()), 1):  # errors surface per item in the lookup
+            if log and time.monotonic() - logged >= PREFETCH_PROGRESS_S and done < len(items):
+                log.info(f"{stage}: {done}/{len(items)} worked through on {workers} threads")
+                logged = time.monotonic()
     return lambda item: futures[id(item)].result()
+
+
+PREFETCH_PROGRESS_S = 15.0  # prefetch's progress lines while a model stage's threads work
 
 
 RAW_OUTPUT_COLUMNS = ("member", "model", "template_id", "cache_key", "cache_hit", "attempts", "error", "raw", "reasoning",

@@ -51,6 +51,19 @@ def test_progress_is_a_line_per_10_records_at_most_one_per_2_seconds(monkeypatch
     assert log.infos == ["s: 10/25 done, 10 kept", "s: 20/25 done, 20 kept", "s: 25/25 done, 25 kept"]
 
 
+def test_the_threads_of_a_prefetched_stage_report_their_progress_while_they_work(monkeypatch):
+    import assets.ensemble as ensemble
+
+    monkeypatch.setattr(ensemble, "PREFETCH_PROGRESS_S", 0.0)
+    log = Log()
+    work = ensemble.prefetch(list(range(5)), lambda i: i * i, 2, log, "s")
+    assert [work(i) for i in range(5)] == [0, 1, 4, 9, 16]
+    assert log.infos == [f"s: {n}/5 worked through on 2 threads" for n in range(1, 5)]  # the loop's lines say the 5th
+    quiet = Log()
+    ensemble.prefetch(list(range(5)), lambda i: i, 1, quiet, "s")  # one worker: the stage's loop does the work
+    assert quiet.infos == []
+
+
 def test_errors_within_the_budget_are_drops_with_their_cause_logged():
     stats, log = StageYield(100), Log()
     out = map_records("s", _records(100, {3, 10, 20, 30, 40}), _parse, stats, log)

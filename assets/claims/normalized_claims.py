@@ -499,7 +499,7 @@ def normalize_all(
     over = {id(c) for c in claims[pipeline.max_claims:]} if pipeline.max_claims else set()
     work = prefetch(claims, lambda c: (None, "over_max_claims", []) if id(c) in over else
                     normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store, leaks, ocr),
-                    llm.parallel_claims)
+                    llm.parallel_claims, log, STAGE)
 
     def one(claim: ClaimAppearances):
         normalized, reason, dropped = work(claim)

@@ -191,7 +191,7 @@ def rectify_all(
     # can be this stage's input (the release reads this stage: Dagster refuses the cycle), so it rewrites every one
     every = pipeline.rectify == "all" or pipeline.recurring == "drop"
     if every:
-        work = prefetch(compromised, attempt, llm.parallel_claims)
+        work = prefetch(compromised, attempt, llm.parallel_claims, log, STAGE)
         outcomes = {c.claim_id: work(c) for c in compromised}
     else:
         if key is None:
@@ -251,7 +251,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     while needed and left:
         batch = left[: plan.batch(needed, len(outcomes), len(variants))]
         left = left[len(batch):]
-        work = prefetch(batch, attempt, parallel)
+        work = prefetch(batch, attempt, parallel, log, STAGE)
         for claim in batch:
             outcomes[claim.claim_id] = work(claim)
             if outcomes[claim.claim_id][0] is not None:  # (variant or None, reason, trace)

@@ -382,7 +382,7 @@ def score_all(
     def score_batch(batch: list[NormalizedClaim]) -> dict:
         """claim id -> (scored claim or None, reason, failed answers), or the exception its scoring raised (raised
         again in the stage's loop below, where the error budget counts it)."""
-        work, out = prefetch(batch, score, llm.parallel_claims), {}
+        work, out = prefetch(batch, score, llm.parallel_claims, log, STAGE), {}
         for claim in batch:
             try:
                 out[claim.claim_id] = work(claim)
