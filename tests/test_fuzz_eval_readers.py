@@ -8,7 +8,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from assets.evaluation.evaluation import parse_predictions, read_predictions
@@ -50,6 +50,10 @@ def folder(tmp_path_factory) -> Path:
 @BUDGET
 @given(items=records, layout=layouts)
 def test_predictions_reader_raises_only_its_own_errors_and_counts_every_record(folder, items, layout):
+    # JSON Lines of one line holding a list or a wrapper are the very bytes of that whole-file document, which the
+    # reader reads as the document it is (its records, not one line): that case is the other layouts'
+    assume(not (layout == "lines" and len(items) == 1 and (
+        isinstance(items[0], list) or isinstance(items[0], dict) and ("predictions" in items[0] or "claims" in items[0]))))
     path = folder / "preds.json"
     write(path, items, layout)
     try:
