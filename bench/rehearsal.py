@@ -72,12 +72,15 @@ def run_stage(config: str, quarter: str, stage: str, *extra: str, kill_after=Non
     log.seek(max(0, log.seek(0, os.SEEK_END) - 1500))
     err = log.read().decode(errors="replace")
     log.close()
-    busy = [line.split(" ", 1)[1] for line in err.splitlines() if line.startswith(SLOT_BUSY + " ")]
-    hedged = [line.split(" ", 1)[1] for line in err.splitlines() if line.startswith(HEDGED + " ")]
+
+    def per_member(tag: str) -> dict:  # the child's last line of that tag (rehearsal_stage)
+        found = [line.split(" ", 1)[1] for line in err.splitlines() if line.startswith(tag + " ")]
+        return json.loads(found[-1]) if found else {}
+
     return {"stage": stage, "ok": os.waitstatus_to_exitcode(status) == 0, "killed": os.WIFSIGNALED(status),
             "wall_s": time.monotonic() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
             "peak_rss_mb": usage.ru_maxrss / 1024, "stderr_tail": err[-1500:],
-            "slot_busy": json.loads(busy[-1]) if busy else {}, "hedged": json.loads(hedged[-1]) if hedged else {}}
+            "slot_busy": per_member(SLOT_BUSY), "hedged": per_member(HEDGED)}
 
 
 def process_cpu_s() -> float:

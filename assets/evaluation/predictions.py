@@ -248,7 +248,8 @@ def predictions(
         return [verifiers[m].predict(as_claim(claim, quarter), claim.id, [x.id for x in claim.media], quarter)
                 for m in members]
 
-    work = prefetch(claims, verify, llm.parallel_claims, context.log, STAGE)  # claims verified on parallel_claims threads, counted below
+    # claims verified on parallel_claims threads, counted below
+    work = prefetch(claims, verify, llm.parallel_claims, context.log, STAGE)
 
     def one(claim: ReleaseClaim):
         made = work(claim)
