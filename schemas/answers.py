@@ -4,7 +4,7 @@ import json
 from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model, model_validator
 
 Category = Literal["positive", "negative", "unknown"]
 Certainty = Literal["certain", "rather certain", "rather uncertain", "unknown"]
@@ -15,9 +15,18 @@ class Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class MediaFilterAnswer(Answer):
+class MediumVerdict(Answer):
     keep: YesNo
     reason: Literal["part_of_claim", "fact_checker_graphic", "verdict_stamp", "unrelated"]
+
+
+@lru_cache(maxsize=None)
+def media_filter_answer(n: int) -> type[Answer]:
+    """The media filter's answer about ``n`` media asked together: one MediumVerdict per medium, as the required
+    properties ``medium_1`` .. ``medium_n`` (an object, not a list: a JSON-mode grammar then holds the model to exactly
+    one verdict per medium, where a list's length would be left to it)."""
+    return create_model(f"MediaFilterAnswer{n}", __base__=Answer,
+                        **{f"medium_{i}": (MediumVerdict, ...) for i in range(1, n + 1)})
 
 
 class ClaimTextAnswer(Answer):

@@ -4,6 +4,7 @@ answer failed is dropped and counted, never kept. The model sits behind a loopba
 import io
 import json
 import random
+import re
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
@@ -83,14 +84,25 @@ def test_the_ocr_cache_reads_each_image_once_across_runs(store, tmp_path):
     assert "FALSE" in rows[stamped.medium_id].upper()
 
 
+def asked_media(body: dict) -> list[str]:
+    """The "Medium N: ..." lines of a media filter question."""
+    content = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+    return re.findall(r"^Medium \d+: .*$", text, re.MULTILINE)
+
+
 def filter_answers(mode: str, body: dict):
+    """A media filter that keeps every medium it is asked about (one verdict each), or answers no JSON."""
     if mode == "broken":
         return 200, "no JSON here"
-    return 200, json.dumps({"keep": "yes", "reason": "part_of_claim"})
+    return 200, json.dumps({f"medium_{i}": {"keep": "yes", "reason": "part_of_claim"}
+                            for i in range(1, len(asked_media(body)) + 1)})
 
 
 @pytest.mark.parametrize("mode", ["keeps", "broken"])
 def test_filter_drops_stamped_media_and_never_keeps_on_a_failed_answer(store, tmp_path, monkeypatch, mode):
+    from assets.claims.media_text import TextCache
+
     monkeypatch.setenv("STUB_KEY", "sk-test")
     stamped = as_medium(store.put_image(photo("FAKE", seed=11)), origin="appearance", alt="the stamped one")
     clean = as_medium(store.put_image(photo(seed=12)), origin="appearance", alt="the clean one")
@@ -100,14 +112,17 @@ def test_filter_drops_stamped_media_and_never_keeps_on_a_failed_answer(store, tm
         llm = LLMResource(members=[EnsembleMember(name="m", model="openai/scripted", api_base=stub.base(mode),
                                                   api_key_env="STUB_KEY")],
                           cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
-        verdicts = filter_media(claim, "en", llm, store)
-        asked = " ".join(json.dumps(body) for _, body in stub.requests)
-    # the OCR reads "FAKE" on one: the stamp alone drops it, so the model is asked only of the other
-    assert "the clean one" in asked and "the stamped one" not in asked
-    if mode == "keeps":
-        assert verdicts == {stamped.medium_id: "verdict_stamp"}
-    else:  # the model's answer fails: the clean medium is not kept unchecked
-        assert verdicts == {stamped.medium_id: "verdict_stamp", clean.medium_id: "filter_failed"}
+        ocr = TextCache(tmp_path / f"ocr-{mode}.sqlite")
+        verdicts = filter_media(claim, "en", llm, store, ocr)
+        ocr.close()
+        asked = [asked_media(body) for _, body in stub.requests]
+    # the model is asked first, about both media in one question (twice where the first answer was no JSON)
+    assert len(asked) == {"keeps": 1, "broken": 2}[mode]
+    assert all(["the stamped one" in line for line in a] == [True, False] for a in asked)
+    if mode == "keeps":  # it keeps both; the OCR then reads "FAKE" on one: the stamp alone drops it
+        assert verdicts == {stamped.medium_id: "verdict_stamp"} and ocr.misses == 2
+    else:  # the model's answer fails: neither medium is kept unchecked, and none is read
+        assert verdicts == {stamped.medium_id: "filter_failed", clean.medium_id: "filter_failed"} and ocr.misses == 0
 
 
 def test_the_model_is_asked_only_of_media_no_plain_rule_drops(store, tmp_path, monkeypatch):
@@ -132,7 +147,8 @@ def test_the_model_is_asked_only_of_media_no_plain_rule_drops(store, tmp_path, m
                           cache_path=str(tmp_path / "cache.sqlite"), num_retries=0)
         verdicts = filter_media(claim, "en", llm, store)
         asked = [json.dumps(body) for _, body in stub.requests]
-    assert len(asked) == 2 and all("URL: " in a for a in asked)  # the post's image and the other article image
+    # one question, about the post's image and the other article image
+    assert [len(asked_media(body)) for _, body in stub.requests] == [2] and all("URL: " in a for a in asked)
     assert verdicts == {}
     kept, dropped = select_media(claim, verdicts, PipelineResource())
     assert [m.medium_id for m in kept] == [post.medium_id, other.medium_id]

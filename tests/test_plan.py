@@ -77,10 +77,10 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     assert main(["plan", "--config", config, "--quarter", "2025Q4", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     stages = {s["stage"]: s for s in plan["stages"]}
-    # stage 5: a media-filter call per medium, by the member that sees images (stage 5's filter_order), and one
-    # normalisation per claim by the first member
+    # stage 5: one media-filter call for claim 0's two images, by the member that sees images (stage 5's
+    # filter_order), and one normalisation per claim by the first member
     assert stages["normalized_claims"]["by_member"]["text"]["calls"] == 3
-    assert stages["normalized_claims"]["by_member"]["eyes"]["calls"] == 2
+    assert stages["normalized_claims"]["by_member"]["eyes"]["calls"] == 1
     # stage 6 (upper bound: every claim kept): per member, a media rating per medium + veracity + coverage
     six = stages["scored_claims"]
     # the three are rated "excitement", "misleading", "misleading": the claim is wrong, so per member a media rating
@@ -113,7 +113,7 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     assert stages["predictions"]["by_member"] == {**stages["predictions"]["by_member"], "eyes": {
         "calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}}
     assert stages["predictions"]["calls"] == 4 + 1 and stages["evaluation"]["calls"] == 0
-    assert plan["total"]["calls"] == 5 + 10 + seven["calls"] + 5 and seven["calls"] == round(2 * 2 * rounds) + 8
+    assert plan["total"]["calls"] == 4 + 10 + seven["calls"] + 5 and seven["calls"] == round(2 * 2 * rounds) + 8
     assert plan["total"]["cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in plan["stages"]))
     assert plan["total"]["cost_complete"] is True
     assert plan["prices_per_m"] == {"text": [1.0, 4.0], "eyes": [2.0, 8.0]}

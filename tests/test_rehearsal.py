@@ -47,9 +47,11 @@ def test_the_panel_answers_from_the_planted_truth():
     # the rewrite is found again: it is rated as the Intact variant
     again = ask(panel, "sim-gamma", "rate_media", medium_kind="image", medium_index=0, **{**base, "claim": rewrite})
     assert again["contextualization"]["category"] == "positive"
-    stamp = ask(panel, "sim-alpha", "media_filter", claim=TRUTH["claims"]["a"]["claim"], kind="image", alt="", caption="",
-                origin="article", source="https://fullfact.org/static/img/rating-1a2b3c4d.jpg")
-    assert stamp == {"keep": "no", "reason": "verdict_stamp"}
+    media = [{"kind": "image", "alt": "", "caption": "", "origin": origin, "source": source} for origin, source in (
+        ("appearance", "https://pbs.twimg.com/media/S1.jpg"), ("article", "https://fullfact.org/static/img/rating-1a.jpg"))]
+    verdicts = ask(panel, "sim-alpha", "media_filter", claim=TRUTH["claims"]["a"]["claim"], candidates=media)
+    assert verdicts == {"medium_1": {"keep": "yes", "reason": "part_of_claim"},
+                        "medium_2": {"keep": "no", "reason": "verdict_stamp"}}
     counters = panel.counters()
     assert counters["unmatched"] == {} and counters["served"] == 5
     assert counters["by_member"]["sim-alpha"] == {"rate_media": 1, "rectify_claim": 1, "media_filter": 1}

@@ -19,12 +19,12 @@ from assets.claims.leaks import reported_speech_mask, reports_a_claim, says_the_
 from assets.claims.length import MEDIA_REF, bare_text, count_sentences, count_words
 from assets.claims.media_text import OcrPool, TextCache, read_text
 from assets.claims.overlays import PLATFORM_OVERLAYS
-from assets.ensemble import ask, at_once, drops_flagged, injection_flags, llm_claim_asset, prefetch
+from assets.ensemble import ask, drops_flagged, injection_flags, llm_claim_asset, prefetch
 from dagster_project.resources.media import MediaStore, near_duplicate_groups
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from prompts import label_scheme
-from schemas.answers import ClaimTextAnswer, MediaFilterAnswer
+from schemas.answers import ClaimTextAnswer, media_filter_answer
 from schemas.records import Article, ClaimAppearances, Medium, NormalizedClaim
 
 STAGE = "normalized_claims"
@@ -333,20 +333,22 @@ def read_verdict_text(m: Medium, store: MediaStore, language: str, rating_text: 
     return failure
 
 
-def filter_order(llm: LLMResource, medium_id: str, review_id: str = "") -> list[str]:
-    """The ensemble members in the order they are asked about a medium of a claim (its review): its first asker, then
-    the members a failed answer goes to. Drawn by weighted rendezvous hashing of the review id, the medium id and each
-    member's name, each member weighted by its max_parallel slots, so the media filter's questions spread over the
-    members at their rates (the writer of stage 5 no longer answers them all), and who asks about a medium never
-    depends on timing or on the other media: a re-run asks the same member the same question (its cache key names the
-    member) and hits the cache. The review is part of the draw: by the medium alone, every claim's copy of a recurring
-    image (a publisher's header) went to one member (573 against 286 questions on the 1,000-review bench).
+MEDIA_PER_QUESTION = 8  # media the filter asks about in one question (a video counts once, with its frames)
+
+
+def filter_order(llm: LLMResource, review_id: str, media_ids: list[str] = ()) -> list[str]:
+    """The ensemble members in the order they are asked about media of a claim (its review): its first asker, then
+    the members a failed answer goes to. Drawn by weighted rendezvous hashing of the review id, the media's ids and
+    each member's name, each member weighted by its max_parallel slots, so the media filter's questions spread over
+    the members at their rates (the writer of stage 5 does not answer them all), and who asks never depends on timing:
+    a re-run asks the same member the same question (its cache key names the member) and hits the cache.
 
     Members that see images come first: a member without vision judges a medium from its alt text, caption and URL
     alone, so it is asked only once every member with vision has failed (or where none has it)."""
+    media_key = "\0".join(sorted(media_ids))
 
     def draw(name: str) -> float:
-        digest = hashlib.sha256(f"media_filter\0{name}\0{review_id}\0{medium_id}".encode()).digest()
+        digest = hashlib.sha256(f"media_filter\0{name}\0{review_id}\0{media_key}".encode()).digest()
         unit = (int.from_bytes(digest[:8], "big") + 0.5) / 2**64  # uniform in (0, 1)
         return llm.member(name).max_parallel / -math.log(unit)
 
@@ -356,77 +358,67 @@ def filter_order(llm: LLMResource, medium_id: str, review_id: str = "") -> list[
 def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store: MediaStore,
                  ocr: TextCache | None = None, duplicate_distance: int = DUPLICATE_DISTANCE,
                  max_media: int | None = None) -> dict[str, str]:
-    """medium id -> why it goes, for the media that pass plain_drops: ``verdict_stamp`` when the OCR reads a verdict
-    stamp (the model is not asked: the stamp alone drops it), else the model's reason. Each medium's question goes to
-    the first member of its filter_order. A failed question is asked again: the OCR reads the file once more, and a
-    failed filter answer goes to the next members of that order in turn (a failure they all share, or a second
-    unreadable read, is ``filter_failed`` / ``ocr_failed:<Type>``, which drops the claim: see normalize_claim). A kept
-    medium whose text uses a verdict word in a sentence stays, noted as ``kept:verdict_word_in_text``
-    (``kept:verdict_word_seen_by_vision`` when the filtering member saw it).
-
-    Only media that can still be kept are read: with ``max_media``, the media are checked in select_media's order of
-    preference, as many as places are left, until max_media are kept (the rest go as over_limit, unread); once a
-    check fails the claim goes, and nothing more of it is read or asked."""
+    """medium id -> why it goes, for the media that pass plain_drops: the model's reason, or ``verdict_stamp`` when
+    the OCR reads a verdict stamp on a medium the model kept. The model is asked first, about up to
+    MEDIA_PER_QUESTION media in one question (ask_filter); the OCR then reads only the media the model keeps, in
+    select_media's order of preference, until max_media are kept (the rest go as over_limit, unread): a medium the
+    model drops cannot leak, so reading it would be wasted (on the simulated quarter the model drops about half of
+    what the OCR read, the publishers' header photos). A failed question (every member in turn) is ``filter_failed``
+    for the media it asked about, a file unreadable twice ``ocr_failed:<Type>``: either drops the claim (see
+    normalize_claim), and nothing more of it is read or asked. A kept medium whose text uses a verdict word in a
+    sentence stays, noted as ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering
+    member saw it)."""
     plain = plain_drops(claim.media, duplicate_distance, language)
     pending = sorted((m for m in claim.media if m.medium_id not in plain), key=preference)
     limit = len(pending) if max_media is None else max_media
     verdicts: dict[str, str] = {}
     kept = 0
     while pending and kept < limit:
-        wave, pending = pending[:limit - kept], pending[limit - kept:]
-        found = _check_media(claim, wave, language, llm, store, ocr)
-        verdicts.update(found)
-        if any(v.split(":")[0] in MEDIA_CHECK_FAILED for v in found.values()):
-            break  # the claim goes: its other media are neither read nor asked about
-        kept += sum(1 for m in wave if found.get(m.medium_id, KEPT).startswith(KEPT))
+        wave, pending = pending[:MEDIA_PER_QUESTION], pending[MEDIA_PER_QUESTION:]
+        member, answer = ask_filter(claim, wave, llm, store)
+        if answer is None:
+            return {**verdicts, **{m.medium_id: "filter_failed" for m in wave}}  # the claim goes
+        for i, m in enumerate(wave, 1):
+            if kept >= limit:
+                break
+            verdict = answer[f"medium_{i}"]
+            if verdict["keep"] == "no":
+                verdicts[m.medium_id] = verdict["reason"]
+                continue
+            found = read_verdict_text(m, store, language, claim.rating_text, ocr)
+            if isinstance(found, str):
+                verdicts[m.medium_id] = found
+                return verdicts  # the claim goes
+            if found[0] == "stamp":
+                verdicts[m.medium_id] = "verdict_stamp"
+                continue
+            if found[0] == "in_text":
+                verdicts[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
+            kept += 1
     return verdicts
 
 
-def _check_media(claim: ClaimAppearances, media: list[Medium], language: str, llm: LLMResource, store: MediaStore,
-                 ocr: TextCache | None) -> dict[str, str]:
-    """filter_media's verdicts on ``media``: the OCR's, then the model's on those the OCR does not drop."""
-    verdicts: dict[str, str] = {}
-    notes: dict[str, str] = {}
-    asked = []
-    for m in media:
-        found = read_verdict_text(m, store, language, claim.rating_text, ocr)
-        if isinstance(found, str):
-            verdicts[m.medium_id] = found
-            return verdicts  # the claim goes (normalize_claim): no question for the others
-        if found[0] == "stamp":
-            verdicts[m.medium_id] = "verdict_stamp"
-            continue
-        if found[0] == "in_text":
-            notes[m.medium_id] = "in_text"
-        asked.append(m)
+def filter_candidates(media: list[Medium]) -> list[dict]:
+    """What prompts/media_filter.j2 lists of each medium asked about."""
+    return [{"kind": m.kind, "alt": m.alt, "caption": m.caption, "origin": m.origin, "source": m.source_url}
+            for m in media]
 
-    def question(member: str, m: Medium):
-        return ask(llm, member, "media_filter", MediaFilterAnswer, stage=STAGE, media=[m], media_store=store,
-                   claim=claim.claim_text, kind=m.kind, alt=m.alt, caption=m.caption, origin=m.origin,
-                   source=m.source_url)
 
-    orders = {m.medium_id: filter_order(llm, m.medium_id, claim.review_id) for m in asked}
-    answers: dict[str, tuple[str, object]] = {}
-    again = asked
-    for turn in range(len(llm.member_names())):  # the failed ones again, each to its next member; not an endpoint that
-        # could not be reached (the breaker and the stage's check stop a dead one): asking the others in turn tripled
-        # the wait. The media's questions of one turn go out together.
-        members = [orders[m.medium_id][turn] for m in again]
-        answers.update(zip((m.medium_id for m in again), zip(members, at_once(
-            llm, sorted(set(members)), list(zip(members, again)), lambda pair: question(*pair)))))
-        again = [m for m in asked if answers[m.medium_id][1].parsed is None
-                 and failure_kind(answers[m.medium_id][1].error) != "transport"]
-        if not again:
+def ask_filter(claim: ClaimAppearances, media: list[Medium], llm: LLMResource,
+               store: MediaStore) -> tuple[str, dict | None]:
+    """(member, answer) of the media filter's one question about ``media`` (media_filter_answer: a verdict per
+    medium), asked of the members in their filter_order until one answers; None when none did. Not passed on when the
+    endpoint could not be reached (the breaker and the stage's check stop a dead one): asking the others in turn
+    tripled the wait."""
+    member = ""
+    for member in filter_order(llm, claim.review_id, [m.medium_id for m in media]):
+        answer = ask(llm, member, "media_filter", media_filter_answer(len(media)), stage=STAGE, media=media,
+                     media_store=store, claim=claim.claim_text, candidates=filter_candidates(media))
+        if answer.parsed is not None:
+            return member, answer.parsed
+        if failure_kind(answer.error) == "transport":
             break
-    for m in asked:
-        member, answer = answers[m.medium_id]
-        if answer.parsed is None:
-            verdicts[m.medium_id] = "filter_failed"
-        elif answer.parsed["keep"] == "no":
-            verdicts[m.medium_id] = answer.parsed["reason"]
-        elif m.medium_id in notes:
-            verdicts[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
-    return verdicts
+    return member, None
 
 
 KEPT = "kept:"  # a note on a medium that stays, beside the drop reasons of filter_media

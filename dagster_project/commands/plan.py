@@ -19,15 +19,11 @@ CHARS_PER_TOKEN = 4  # a rough, model-independent count: tokenizers are not ship
 IMAGE_TOKENS = 1000  # what one image costs a vision member, roughly (providers price 85-1,600 per image)
 MODEL_STAGES = ("normalized_claims", "scored_claims", "rectified_claims", "predictions", "evaluation")
 # Completion tokens of one answer per template before the ledger has any (then its average replaces them): the
-# simulated panel's answers on the rehearsal of 2026-12-02 (bench/rehearsal.py), rounded up. A real model's
+# simulated panel's answers on the rehearsal of 2026-12-02 (bench/rehearsal.py), rounded up (media_filter: a claim's
+# question about its media, 30.3 on the 1,000-review stage-5 bench of 2026-12-04). A real model's
 # justifications run longer; a quarter's first paid answers correct the plan stage by stage.
-TYPICAL_COMPLETION = {"media_filter": 10, "normalize_claim": 27, "rate_claim": 35, "rate_media": 78,
+TYPICAL_COMPLETION = {"media_filter": 31, "normalize_claim": 27, "rate_claim": 35, "rate_media": 78,
                       "rectify_claim": 32, "check_rectified": 10}
-# The share of the article's own images (not dropped by a plain rule) on which stage 5's OCR reads a verdict stamp,
-# so that the model is not asked about them: 1,294 of 5,024 on the 4,000-review rehearsal of 2026-12-02 (the model
-# itself dropped 2,015 more as stamps the OCR did not read). Simulated: no real quarter's share is measured yet; the
-# post's own media are counted as never stamped.
-STAMPED_ARTICLE_MEDIA = 0.26
 
 
 @dataclass
@@ -84,9 +80,11 @@ class Planner:
 
     # ---- stages ------------------------------------------------------------------------------
     def normalize(self, claims, articles) -> Estimate:
-        """The media filter's questions (the media no plain rule drops, less the article images the OCR is expected
-        to find stamped) and one normalisation per claim, with the media stage 6 is expected to see."""
-        from assets.claims.normalized_claims import filter_order, plain_drops
+        """The media filter's questions (the media no plain rule drops, MEDIA_PER_QUESTION to a question: a later
+        question is counted as if the earlier ones left places, an upper bound) and one normalisation per claim, with
+        the media stage 6 is expected to see."""
+        from assets.claims.normalized_claims import (MEDIA_PER_QUESTION, filter_candidates, filter_order, plain_drops,
+                                                     preference)
 
         est = Estimate("normalized_claims", f"{len(claims)} appearances rows")
         first = self.llm.member_names()[0]
@@ -94,12 +92,11 @@ class Planner:
             article = articles.get(c.review_id)
             plain = plain_drops(c.media, self.pipeline.near_duplicate_distance,
                                 c.language or (article.language if article else ""))
-            for m in c.media:
-                if m.medium_id not in plain:  # each medium's question goes to the member stage 5 draws for it
-                    self.ask(est, filter_order(self.llm, m.medium_id, c.review_id)[0], "media_filter", media=[m],
-                             claim=c.claim_text, kind=m.kind, alt=m.alt,
-                             caption=m.caption, origin=m.origin, source=m.source_url,
-                             n=1 - STAMPED_ARTICLE_MEDIA if m.origin == "article" else 1)
+            pending = sorted((m for m in c.media if m.medium_id not in plain), key=preference)
+            for at in range(0, len(pending), MEDIA_PER_QUESTION):  # to the member stage 5 draws for the question
+                wave = pending[at:at + MEDIA_PER_QUESTION]
+                self.ask(est, filter_order(self.llm, c.review_id, [m.medium_id for m in wave])[0], "media_filter",
+                         media=wave, claim=c.claim_text, candidates=filter_candidates(wave))
             self.ask(est, first, "normalize_claim", media=self.expected_media(c), claim=c.claim_text,
                      title=c.title or (article.title if article else ""), language=c.language,
                      claim_date=str(c.claim_date or ""), max_words=self.pipeline.max_words,

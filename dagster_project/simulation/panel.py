@@ -103,7 +103,7 @@ PROMPT_TYPES = (
 )
 MEDIA_REF = re.compile(r"<(?:image|video):\d+>\s*")
 CLAIM_IN_PROMPT = re.compile(r'dated [^)\n]*\):\n"(.*?)"\n', re.DOTALL)
-FILTER_CLAIM = re.compile(r'^Claim: "(.*?)"\nMedium:', re.DOTALL | re.MULTILINE)
+FILTER_CLAIM = re.compile(r'^Claim: "(.*?)"\nMedium 1:', re.DOTALL | re.MULTILINE)
 REWRITTEN = re.compile(r'Rewritten claim: "(.*?)"\n', re.DOTALL)
 ORIGINAL = re.compile(r'Original claim: "(.*?)"\n', re.DOTALL)
 # a refine round of rectify_claim: the refused rewrite and the checker's critique come back to the writer
@@ -270,18 +270,21 @@ class Panel:
         return {"category": category, "certainty": certainty, "justification": f"{WHY[category]} ({SIMULATED})",
                 "tags": tags.get((prop, category), [])}
 
+    @staticmethod
+    def media_verdict(url: str) -> dict:
+        if "/static/img/rating-" in url:
+            return {"keep": "no", "reason": "verdict_stamp"}
+        if url.endswith("-header.jpg"):
+            return {"keep": "no", "reason": "unrelated"}
+        return {"keep": "yes", "reason": "part_of_claim"}
+
     def answer(self, member: MemberSpec, kind: str, user: str, body: dict) -> dict:
         truth, rectified = self.find(kind, user)
         if truth is None and kind != "other":
             with self.lock:
                 self.unmatched[kind] += 1
-        if kind == "media_filter":
-            url = (SOURCE_URL.search(user) or [None, ""])[1]
-            if "/static/img/rating-" in url:
-                return {"keep": "no", "reason": "verdict_stamp"}
-            if url.endswith("-header.jpg"):
-                return {"keep": "no", "reason": "unrelated"}
-            return {"keep": "yes", "reason": "part_of_claim"}
+        if kind == "media_filter":  # a verdict per medium listed, by its URL
+            return {f"medium_{i}": self.media_verdict(url) for i, url in enumerate(SOURCE_URL.findall(user), 1)}
         if kind == "normalize_claim":
             match = CLAIM_IN_PROMPT.search(user)
             return {"claim": truth["claim"] if truth else MEDIA_REF.sub("", match.group(1) if match else "claim")}
