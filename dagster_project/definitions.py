@@ -8,9 +8,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
-import signal  # noqa: E402
-import threading  # noqa: E402
-
 import dagster as dg  # noqa: E402
 
 from assets.scraping.appearances import appearances  # noqa: E402
@@ -31,20 +28,6 @@ from dagster_project.resources.llm import LLMResource  # noqa: E402
 from dagster_project.resources.store import StoreResource  # noqa: E402
 from dagster_project.resources.web import WebResource  # noqa: E402
 from dagster_project.schedules import quarterly_schedule  # noqa: E402
-
-
-
-def stoppable_by_sigterm() -> None:
-    """Ctrl-C's default handler where the process started with SIGINT ignored (a background job of a shell without job
-    control, as under CI or nohup-like scripts). Dagster maps SIGTERM to SIGINT's handler whenever a run on the main
-    thread ends (dagster._utils.interrupts), so such a process ignored SIGTERM after its first run, and so did every
-    process it started next: the compute-log ``tail`` of its next run ignored Dagster's own terminate(), which then
-    waited 30 s per tail (a run outlived a test's 60 s), and a run worker could be stopped by SIGKILL alone."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-stoppable_by_sigterm()
 
 SNAPSHOT_ASSETS = [review_snapshot]  # not partitioned: the sources parsed once per version, read by every quarter
 PIPELINE_ASSETS = [

@@ -120,16 +120,16 @@ def test_stage_5_counts_each_fallback_to_the_fact_checkers_wording_and_warns(tmp
     assert "normalized_claims: 1 of 1 claims kept the fact-checker's wording" in capfd.readouterr().err
 
 
-@pytest.mark.parametrize("load_code_location", [False, True])
-def test_a_process_started_with_sigint_ignored_still_stops_on_sigterm_after_a_run(load_code_location):
+@pytest.mark.parametrize("load_conftest", [False, True])
+def test_a_test_process_started_with_sigint_ignored_still_stops_on_sigterm_after_a_run(load_conftest):
     """A background job of a shell without job control starts with SIGINT ignored; Dagster maps SIGTERM to SIGINT's
-    handler when a run on the main thread ends, so without the code location's fix the process (and the compute-log
-    ``tail`` of its next run, which Dagster then waits 30 s for) ignored SIGTERM."""
-    code = ("import signal\n" + ("import dagster_project.definitions\n" if load_code_location else "") +
+    handler when a run on the main thread ends, so without conftest's stoppable_by_sigterm the test process (and the
+    compute-log ``tail`` of its next run, which Dagster then waits 30 s for) ignored SIGTERM."""
+    code = ("import signal\n" + ("import tests.conftest\n" if load_conftest else "") +
             "from dagster._utils.interrupts import capture_interrupts\n"
             "with capture_interrupts():\n    pass\n"
             "print(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT,
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == ("False" if load_code_location else "True")  # Dagster's own behaviour, then ours
+    assert done.stdout.strip() == ("False" if load_conftest else "True")  # ours, then Dagster's own behaviour
