@@ -52,8 +52,10 @@ def correct_answer(body: dict) -> dict:
     user = next(text_of(m) for m in body["messages"] if m["role"] == "user")
     claim = re.search(r'dated [^)]*\):\n"(.*?)"\n', user, re.DOTALL)
     claim = claim.group(1) if claim else ""
-    if "You select the media" in system:
-        return {"keep": "no", "reason": "verdict_stamp"} if "verdict overlay" in user else {"keep": "yes", "reason": "part_of_claim"}
+    if "You select the media" in system:  # a verdict per medium listed
+        return {f"medium_{i}": {"keep": "no", "reason": "verdict_stamp"} if "verdict overlay" in line else
+                {"keep": "yes", "reason": "part_of_claim"}
+                for i, line in enumerate(re.findall(r"^Medium \d+: .*$", user, re.MULTILINE), 1)}
     if "You rewrite fact-checked claims" in system:
         return {"claim": claim}
     if "You turn a compromised claim" in system:
@@ -196,7 +198,8 @@ def scored(run, asset="scored_claims") -> dict[str, ScoredClaim]:
 
 def test_stage_5_filters_media_and_flags_injection(quarter_run):
     _, meta, requests = quarter_run["first"]
-    assert requests == 130  # every request the scripted members answered, 429s and retries included
+    assert requests == 128  # every request the scripted members answered, 429s and retries included (r1's two media: one
+    # filter question)
     rows = {r["review_id"]: r for r in quarter_run["store"].read_table("normalized_claims", QUARTER).iter_rows(named=True)}
     assert set(rows) == {"r1", "r2", "r3", "r4"}
     assert [m["alt"] for m in rows["r1"]["media"]] == ["crowd"]  # the verdict overlay was dropped by the model
@@ -276,8 +279,8 @@ def test_stage_7_rectifies_and_release_is_valid(quarter_run):
     cost = manifest["llm_cost"]  # the quarter's ledger, labelled with the quarter by the Dagster run
     assert set(cost["by_stage"]) == {"normalized_claims", "scored_claims", "rectified_claims"}
     assert {k: v["calls"] for k, v in cost["by_stage"].items()} == {
-        "normalized_claims": 12, "scored_claims": 48, "rectified_claims": 48}
-    assert cost["calls"] == 108
+        "normalized_claims": 10, "scored_claims": 48, "rectified_claims": 48}
+    assert cost["calls"] == 106
     assert (folder / "veritas_2020_q2.zip").exists() and "claims.parquet" in manifest["files"]
 
 
@@ -286,7 +289,7 @@ def test_second_materialization_makes_no_model_calls(quarter_run):
     _, second, requests = quarter_run["second"]
     assert requests == 0
     for stage in ("normalized_claims", "scored_claims", "rectified_claims"):
-        calls = {"normalized_claims": 6, "scored_claims": 24, "rectified_claims": 24}[stage]
+        calls = {"normalized_claims": 5, "scored_claims": 24, "rectified_claims": 24}[stage]
         assert first[stage]["llm/model_calls"] == calls
         assert second[stage]["llm/model_calls"] == 0
         assert second[stage]["llm/cache_hits"] == second[stage]["llm/calls"] == calls
