@@ -368,13 +368,13 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
     normalize_claim), and nothing more of it is read or asked. A kept medium whose text uses a verdict word in a
     sentence stays, noted as ``kept:verdict_word_in_text`` (``kept:verdict_word_seen_by_vision`` when the filtering
     member saw it)."""
-    plain = plain_drops(claim.media, duplicate_distance, language)
-    pending = sorted((m for m in claim.media if m.medium_id not in plain), key=preference)
-    limit = len(pending) if max_media is None else max_media
+    waves = filter_waves(claim.media, plain_drops(claim.media, duplicate_distance, language))
+    limit = sum(map(len, waves)) if max_media is None else max_media
     verdicts: dict[str, str] = {}
     kept = 0
-    while pending and kept < limit:
-        wave, pending = pending[:MEDIA_PER_QUESTION], pending[MEDIA_PER_QUESTION:]
+    for wave in waves:
+        if kept >= limit:
+            break
         member, answer = ask_filter(claim, wave, llm, store)
         if answer is None:
             return {**verdicts, **{m.medium_id: "filter_failed" for m in wave}}  # the claim goes
@@ -396,6 +396,13 @@ def filter_media(claim: ClaimAppearances, language: str, llm: LLMResource, store
                 verdicts[m.medium_id] = f"{KEPT}verdict_word_{'seen_by_vision' if llm.is_vision(member) else 'in_text'}"
             kept += 1
     return verdicts
+
+
+def filter_waves(media: list[Medium], plain: dict[str, str]) -> list[list[Medium]]:
+    """The media filter's questions about a claim's media: those no plain rule drops (``plain``, from plain_drops), in
+    select_media's order of preference, MEDIA_PER_QUESTION to a question."""
+    pending = sorted((m for m in media if m.medium_id not in plain), key=preference)
+    return [pending[at:at + MEDIA_PER_QUESTION] for at in range(0, len(pending), MEDIA_PER_QUESTION)]
 
 
 def filter_candidates(media: list[Medium]) -> list[dict]:

@@ -83,8 +83,7 @@ class Planner:
         """The media filter's questions (the media no plain rule drops, MEDIA_PER_QUESTION to a question: a later
         question is counted as if the earlier ones left places, an upper bound) and one normalisation per claim, with
         the media stage 6 is expected to see."""
-        from assets.claims.normalized_claims import (MEDIA_PER_QUESTION, filter_candidates, filter_order, plain_drops,
-                                                     preference)
+        from assets.claims.normalized_claims import filter_candidates, filter_order, filter_waves, plain_drops
 
         est = Estimate("normalized_claims", f"{len(claims)} appearances rows")
         first = self.llm.member_names()[0]
@@ -92,9 +91,7 @@ class Planner:
             article = articles.get(c.review_id)
             plain = plain_drops(c.media, self.pipeline.near_duplicate_distance,
                                 c.language or (article.language if article else ""))
-            pending = sorted((m for m in c.media if m.medium_id not in plain), key=preference)
-            for at in range(0, len(pending), MEDIA_PER_QUESTION):  # to the member stage 5 draws for the question
-                wave = pending[at:at + MEDIA_PER_QUESTION]
+            for wave in filter_waves(c.media, plain):  # each to the member stage 5 draws for the question
                 self.ask(est, filter_order(self.llm, c.review_id, [m.medium_id for m in wave])[0], "media_filter",
                          media=wave, claim=c.claim_text, candidates=filter_candidates(wave))
             self.ask(est, first, "normalize_claim", media=self.expected_media(c), claim=c.claim_text,
