@@ -138,8 +138,9 @@ class PipelineResource(dg.ConfigurableResource):
     # stage 7: when a rewrite is refused (by the checker, or for adding negation or hedge words the claim lacks), the
     # reason goes back to the writer for up to this many more rounds (MMCV's critique-and-refine loop); 0: no loop
     refine_rounds: int = Field(2, ge=0)
-    # stage 7 on demand: this many more variants than the release needs, so that the release can leave out the ones
-    # a classifier tells from natural claims (assets/release/adversarial.py) and still fill its Intact half
+    # stage 7 on demand: at least this many more variants than the release needs, so that the release can leave out
+    # the ones a classifier tells from natural claims (assets/release/adversarial.py) and still fill its Intact half;
+    # once it has them, stage 7 measures that share as the release will and makes more where it is larger; 0: none
     rectify_surplus: float = Field(0.3, ge=0)
     # release
     # publication is blocked while the text tells rewritten claims from natural ones, or the claim text predicts the

@@ -83,6 +83,16 @@ def test_a_single_rewrite_is_judged_at_chance_not_a_crash():
     assert scores == {variants[0].claim_id: 0.5} and left_out == set() and report["rounds"] == 1, report
 
 
+def test_with_nothing_to_keep_the_filter_can_leave_out_every_rewrite():
+    """Stage 7 measures the share the release's filter would leave out with nothing it must keep: rewrites that are
+    all templates can all go (the last round once had no rewrite left to train on and crashed)."""
+    claims = quarter(n_natural=60, n_false=40, template_share=1.0)
+    natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
+    variants = [c for c in claims if c.variant == "rectified"]
+    _, left_out, report = filter_detectable(natural, variants, keep_at_least=0, seed=1)
+    assert len(left_out) >= 0.9 * len(variants) and report["kept"] == len(variants) - len(left_out), report
+
+
 def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_path):
     """With every rewrite a template there is nothing undetectable to prefer: the filter keeps as many as the release
     needs, and publication is blocked with the rectified-style figure and what to change."""

@@ -2,6 +2,7 @@
 the release prefers them, round by round at the quarter's own success rate; the rest are not_needed_for_release.
 The raters are scripted on loopback (tests/test_rating_flow.py's): a rewrite of a claim marked SHAKY fails its check."""
 
+import hashlib
 import json
 import random
 
@@ -23,9 +24,18 @@ WORDS = ("harbour lantern quarry violin meadow tundra saffron glacier orchid pyl
 
 
 def shaky(mode: str, body: dict):
-    """The scripted raters, except that the checker finds a rewrite of a SHAKY claim inconsistent."""
-    if "You check a rewritten claim" in body["messages"][0]["content"] and "SHAKY" in body["messages"][-1]["content"]:
+    """The scripted raters, except that the checker finds a rewrite of a SHAKY claim inconsistent, and that the
+    writer's rewrites read like the claims of the pool (``text``; the raters score a claim that says TRUE Intact)."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if "You check a rewritten claim" in system and "SHAKY" in user:
         return 200, json.dumps({"consistent": "no", "shareable": "yes"})
+    if "You turn a compromised claim" in system:
+        return 200, json.dumps({"claim": text(int(hashlib.sha256(user.encode()).hexdigest()[:8], 16) % 10**6) + " TRUE"})
+    return scripted(mode, body)
+
+
+def standing_out(mode: str, body: dict):
+    """The scripted raters as they are: every rewrite is the same sentence, which no claim of the pool resembles."""
     return scripted(mode, body)
 
 
@@ -53,7 +63,8 @@ def pool(stub, tmp_path, intact: int, compromised: int, unknown: int, shaky_ever
     for i in range(intact + compromised + unknown):
         kind = "intact" if i < intact else "compromised" if i < intact + compromised else "unknown"
         marker = " SHAKY" if kind == "compromised" and shaky_every and i % shaky_every == 0 else ""
-        update = {"claim_id": f"c{i:03d}", "review_id": f"r{i:03d}", "text": text(i) + marker, "media": []}
+        # every claim says TRUE, as the writer's rewrites must (for the raters): no word of it tells a rewrite apart
+        update = {"claim_id": f"c{i:03d}", "review_id": f"r{i:03d}", "text": text(i) + " TRUE" + marker, "media": []}
         if kind != "compromised":
             update["integrity"] = Integrity(score=1.0 if kind == "intact" else 0.0, decisive_property="veracity",
                                             label=kind)
@@ -90,18 +101,39 @@ def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
     assert stats.extra["rectify/attempted"] == stats.extra["rectify/planned"] == 4 and stats.extra["rectify/rounds"] == 1
     assert stats.extra["not_rectified/not_needed_for_release"] == 26 and stats.extra["rectified"] == 4
     assert stats.extra["rectify/size_reached"] == stats.extra["rectify/target_size"] == 20
-    _, report = select_release(out, 20, 0.8, 92, dedupe=False, key=ORDER_KEY)  # the rewrites all say the same: no dedupe here
+    _, report = select_release(out, 20, 0.8, 92, dedupe=False, key=ORDER_KEY)
     assert report["feasible_size"] == 20
-    # by default 30% more than the release uses, for the release's adversarial filter to leave out: 6 of 4
+    # by default 30% more than the release uses, for the release's adversarial filter to leave out: 6 of 4; the
+    # rewrites read like the pool's claims, so the filter would leave none out and asks for no more
     before = len(stub.requests)
     _, extra = rectify_all(claims, articles, resource(stub, tmp_path / "surplus"), PipelineResource(release_size=20),
                            None, key=ORDER_KEY)
     assert extra.extra["rectify/attempted"] == extra.extra["rectified"] == 6 and rewrites(stub, before) == 6
+    assert extra.extra["rectify/detectable_share"] == 0.0
     before = len(stub.requests)
     _, every = rectify_all(claims, articles, resource(stub, tmp_path / "all"), PipelineResource(release_size=20,
                                                                                                 rectify="all"), None, key=ORDER_KEY)
     assert every.extra["rectify/attempted"] == 30 and every.extra["rectified"] == 30
     assert rewrites(stub, before) == 30
+
+
+def test_rewrites_that_stand_out_call_for_more_until_the_release_can_leave_them_out(tmp_path):
+    """The shortcut audit blocked a rehearsal's release (rectified-style accuracy 0.56 against 0.50 + 0.06) and the
+    demo's 40-claim one (0.83): the simulated writer's templates stood out, and a fixed 30% surplus left the
+    adversarial filter no room to leave them out. Stage 7 now measures, as the release will, the share of its
+    rewrites the filter tells from natural claims, and rewrites more until the rest cover the release."""
+    with serving(standing_out) as loud:
+        claims, articles = pool(loud, tmp_path, intact=5, compromised=30, unknown=4)
+        before = len(loud.requests)
+        out, stats = rectify_all(claims, articles, resource(loud, tmp_path), PipelineResource(release_size=20), None,
+                                 key=ORDER_KEY)
+        made = rewrites(loud, before)
+    # every rewrite is one sentence none of the natural claims resembles: the filter would leave nearly all out, so
+    # stage 7 goes on to the last candidate (21; the other 9 are the release's own Compromised picks)
+    candidates = DemandPlan(claims, PipelineResource(release_size=20), key=ORDER_KEY).candidates
+    assert stats.extra["rectify/detectable_share"] > 0.5
+    assert made == stats.extra["rectify/attempted"] == len(candidates) == 21
+    assert stats.extra["not_rectified/not_needed_for_release"] == 9
 
 
 def test_when_rewrites_fail_it_goes_on_at_the_rate_it_measured(stub, tmp_path):

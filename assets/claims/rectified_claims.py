@@ -19,7 +19,8 @@ from dagster_project.resources.media import MediaStore
 from assets.claims.negation import hedges, negations
 from assets.claims.normalized_claims import MEDIA_REF, LeakVocabulary, check_claim_text, with_media_refs
 from assets.claims.scored_claims import score_claim
-from assets.release.demand import DemandPlan
+from assets.release.demand import MIN_SUCCESS_RATE, DemandPlan
+from assets.release.release import filter_spare
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
@@ -230,9 +231,9 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
                       stats: StageYield, log=None, key: bytes = b"") -> dict[str, tuple]:
     """Rewrites, round by round, only the Compromised claims the release needs as Intact variants (DemandPlan): each
     round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
-    stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses (the release
-    leaves out the ones a classifier spots), or when no candidate is left. Returns claim id -> outcome of every
-    rewrite made."""
+    stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses, and with enough
+    that the release's adversarial filter, leaving out the share of them it tells from natural claims, still keeps
+    as many as the selection uses; or when no candidate is left. Returns claim id -> outcome of every rewrite made."""
     plan = DemandPlan(claims, pipeline, key)
     outcomes: dict[str, tuple] = {}
     variants: list[ScoredClaim] = []
@@ -240,13 +241,19 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     planned = plan.needed([], left)
     needed = math.ceil(planned * (1 + pipeline.rectify_surplus))
     rounds = 0
+    detectable: list[float] = []  # the share of the rewrites the release's adversarial filter leaves out, per check
 
     def lacking(variants: list[ScoredClaim]) -> int:
-        """Variants still wanted: those the selection lacks, else the surplus over those it uses."""
-        if short := plan.needed(variants, left):
-            return short
-        used = sum(c.variant == "rectified" for c in plan.selection(variants)[0])
-        return max(0, math.ceil(pipeline.rectify_surplus * used) - (len(variants) - used))
+        """Variants still wanted: the selection will use those it has and those it lacks; the release's adversarial
+        filter needs ``rectify_surplus`` more, and more again where it would leave out a larger share of them than
+        that (measured each round, as the release will measure it), so that the ones it keeps still cover them."""
+        short = plan.needed(variants, left)
+        goal = sum(c.variant == "rectified" for c in plan.selection(variants)[0]) + short
+        want = math.ceil(goal * (1 + pipeline.rectify_surplus))
+        if pipeline.rectify_surplus and variants:  # no spare asked for: the release has none to leave out
+            detectable.append(round(plan.detectable_share(variants), 4))
+            want = max(want, math.ceil(filter_spare(goal) / max(1.0 - detectable[-1], MIN_SUCCESS_RATE)))
+        return max(short, want - len(variants))
 
     while needed and left:
         batch = left[: plan.batch(needed, len(outcomes), len(variants))]
@@ -277,6 +284,13 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
         "rectify/planned": planned, "rectify/rounds": rounds,
         "rectify/success_rate": round(rate, 4),
     })
+    if detectable:  # the share of its rewrites the release's adversarial filter leaves out, last measured
+        stats.extra["rectify/detectable_share"] = detectable[-1]
+        if needed and reached >= plan.target and log:
+            log.warning(f"{STAGE}: the release's adversarial filter tells {detectable[-1]:.0%} of the rewrites from "
+                        f"natural claims, and no candidate is left for the {needed} more it needs: it will keep some "
+                        "it would leave out, and the shortcut audit may block the release (see the rewrite prompt "
+                        "and the writer model)")
     return outcomes
 
 

@@ -90,6 +90,8 @@ def filter_detectable(natural: list[ScoredClaim], variants: list[ScoredClaim], k
             break
         left_out |= {kept[i].claim_id for i in drop}
         kept = [c for i, c in enumerate(kept) if i not in set(drop)]
+        if not kept:  # with nothing to keep (stage 7's measure of the share), every variant can go
+            break
     p_kept = [scores[c.claim_id] for c in kept]
     report.update({"rounds": rounds, "left_out": len(left_out), "kept": len(kept),
                    "auc": round(accuracy, 4), "auc_sd": round(spread, 4),

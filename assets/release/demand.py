@@ -5,7 +5,14 @@ first to cover it."""
 import math
 
 from assets.common import stable_id
-from assets.release.release import remove_near_duplicates, select_release, selection_rank
+from assets.release.adversarial import filter_detectable
+from assets.release.release import (
+    filter_inputs,
+    filter_seed,
+    remove_near_duplicates,
+    select_release,
+    selection_rank,
+)
 from dagster_project.config import PipelineResource
 from schemas.records import Integrity, ScoredClaim
 
@@ -62,12 +69,27 @@ class DemandPlan:
         self.candidates = at_share([c for c in rest if c.media], [c for c in rest if not c.media], self.media_share,
                                    (sum(bool(c.media) for c in natural), sum(not c.media for c in natural)))
 
-    def selection(self, variants: list[ScoredClaim]) -> tuple[list[ScoredClaim], dict]:
-        """The release's selection on the pool plus ``variants`` (each original linked to its own, as stage 7 links
-        them), and its report."""
+    def with_variants(self, variants: list[ScoredClaim]) -> list[ScoredClaim]:
+        """The pool plus ``variants``, each original linked to its own, as stage 7 links them."""
         linked = {v.variant_of: v.claim_id for v in variants}
         pool = [c.model_copy(update={"variant_of": linked[c.claim_id]}) if c.claim_id in linked else c for c in self.pool]
-        return select_release(pool + variants, self.size, self.media_share, similarity=0.0, dedupe=False, key=self.key)
+        return pool + variants
+
+    def selection(self, variants: list[ScoredClaim]) -> tuple[list[ScoredClaim], dict]:
+        """The release's selection on the pool plus ``variants``, and its report."""
+        return select_release(self.with_variants(variants), self.size, self.media_share, similarity=0.0, dedupe=False,
+                              key=self.key)
+
+    def detectable_share(self, variants: list[ScoredClaim]) -> float:
+        """The share of ``variants`` the release's adversarial filter tells from natural claims, measured as the
+        release measures it (its inputs, its seed) but with nothing it must keep: a writer whose rewrites stand out
+        needs more of them (a fixed surplus of 30% left the filter no room on the simulated writer, whose templates
+        are 40% of its rewrites, and the shortcut audit blocked the release)."""
+        natural, usable, _ = filter_inputs(self.with_variants(variants), self.selection(variants)[0])
+        if not usable:
+            return 0.0
+        _, left_out, _ = filter_detectable(natural, usable, keep_at_least=0, seed=filter_seed(self.key))
+        return len(left_out) / len(usable)
 
     def feasible(self, variants: list[ScoredClaim]) -> int:
         """The release size the selection reaches on the pool plus ``variants``."""

@@ -267,30 +267,43 @@ def select_release(
     return chosen, report
 
 
+def filter_inputs(pool: list[ScoredClaim], first: list[ScoredClaim]) -> tuple[list, list, int]:
+    """What the adversarial filter reads, given the selection ``first`` made on ``pool`` without it: the natural
+    Compromised claims the rewrites must hide among (not their own originals), the rewrites the Intact half can use
+    (the Compromised half does not depend on the variants: those of its claims can serve no Intact half), and how
+    many rewrites the selection used."""
+    used = sum(c.variant == "rectified" for c in first)
+    taken = {c.claim_id for c in first if c.integrity.label == "compromised"}
+    usable = [c for c in pool if c.variant == "rectified" and c.variant_of not in taken]
+    hidden = {c.variant_of for c in usable}
+    natural = [c for c in pool if c.variant == "original" and c.integrity.label == "compromised"
+               and c.claim_id not in hidden]
+    return natural, usable, used
+
+
+def filter_spare(used: int) -> int:
+    """The rewrites the adversarial filter keeps at least: a few more than the selection used (with exactly as many
+    the pairs' upper bound, and so the Unknown claims the share allows, can come out one lower: 999 of 1,000 on the
+    4,000-review rehearsal)."""
+    return used + max(2, math.ceil(0.02 * used))
+
+
+def filter_seed(key: bytes) -> int:
+    return int(keyed(key, "adversarial filter")[:8], 16)
+
+
 def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key: bytes) -> tuple[list, dict, dict]:
     """``select_release`` after adversarial filtering: the rewrites a classifier tells from natural Compromised claims
     are left out, as far as the release can spare them (it keeps as many as the selection uses), and the rest are
     taken least detectable first. Returns the chosen claims, the selection's report and the filter's."""
     args = (pipeline.release_size, pipeline.media_share, pipeline.text_duplicate_similarity,
             pipeline.near_duplicate_distance)
-    variants = [c for c in pool if c.variant == "rectified"]
-    if not variants:
+    if not any(c.variant == "rectified" for c in pool):
         chosen, report = select_release(pool, *args, key=key)
         return chosen, report, {"skipped": "no rewrite in the pool", "variants": 0, "left_out": 0}
-    first = select_release(pool, *args, key=key)[0]
-    needed = sum(c.variant == "rectified" for c in first)
-    # the Compromised half does not depend on the variants: those of its claims can serve no Intact half
-    taken = {c.claim_id for c in first if c.integrity.label == "compromised"}
-    usable = [c for c in variants if c.variant_of not in taken]
-    # the rewrites must read like the natural Compromised claims they hide among (not their own originals)
-    hidden = {c.variant_of for c in usable}
-    natural = [c for c in pool if c.variant == "original" and c.integrity.label == "compromised"
-               and c.claim_id not in hidden]
-    # a few more than the selection used: with exactly as many the pairs' upper bound, and so the Unknown claims the
-    # share allows, can come out one lower (999 of 1,000 on the 4,000-review rehearsal)
-    spare = needed + max(2, math.ceil(0.02 * needed))
+    natural, usable, needed = filter_inputs(pool, select_release(pool, *args, key=key)[0])
     detectability, left_out, adversarial = filter_detectable(
-        natural, usable, keep_at_least=spare, seed=int(keyed(key, "adversarial filter")[:8], 16))
+        natural, usable, keep_at_least=filter_spare(needed), seed=filter_seed(key))
     chosen, report = select_release([c for c in pool if c.claim_id not in left_out], *args, key=key,
                                     detectability=detectability)
     return chosen, report, {**adversarial, "needed": needed}
