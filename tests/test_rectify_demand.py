@@ -34,6 +34,19 @@ def shaky(mode: str, body: dict):
     return scripted(mode, body)
 
 
+class Said:
+    """A stage log that keeps its warnings."""
+
+    def __init__(self):
+        self.warnings = []
+
+    def info(self, message):
+        pass
+
+    def warning(self, message):
+        self.warnings.append(message)
+
+
 def standing_out(mode: str, body: dict):
     """The scripted raters as they are: every rewrite is the same sentence, which no claim of the pool resembles."""
     return scripted(mode, body)
@@ -125,8 +138,9 @@ def test_rewrites_that_stand_out_call_for_more_until_the_release_can_leave_them_
     with serving(standing_out) as loud:
         claims, articles = pool(loud, tmp_path, intact=5, compromised=30, unknown=4)
         before = len(loud.requests)
+        log = Said()
         out, stats = rectify_all(claims, articles, resource(loud, tmp_path), PipelineResource(release_size=20), None,
-                                 key=ORDER_KEY)
+                                 log, key=ORDER_KEY)
         made = rewrites(loud, before)
     # every rewrite is one sentence none of the natural claims resembles: the filter would leave nearly all out, so
     # stage 7 goes on to the last candidate (21; the other 9 are the release's own Compromised picks)
@@ -134,6 +148,7 @@ def test_rewrites_that_stand_out_call_for_more_until_the_release_can_leave_them_
     assert stats.extra["rectify/detectable_share"] > 0.5
     assert made == stats.extra["rectify/attempted"] == len(candidates) == 21
     assert stats.extra["not_rectified/not_needed_for_release"] == 9
+    assert any("the shortcut audit may block it" in line for line in log.warnings)  # no candidate left for more
 
 
 def test_when_rewrites_fail_it_goes_on_at_the_rate_it_measured(stub, tmp_path):

@@ -276,8 +276,9 @@ def test_format_check_enforces_the_media_share_and_the_exact_size(pool, tmp_path
     # the pool allows 8 of the 1,000 asked: a short release fails the gate unless it is allowed, and then says so
     write_release(folder, "2020Q2", release_claims, files, store, {"version": "test", "selection": report})
     short = ("8 claims, short of the release size 1000: the quarter's pool allows no more under the balance, "
-             "Unknown-share and media rules. Publish it short only on purpose (stages.allow_short_release: true; its "
-             "card then says so), or lower stages.release_size")
+             f"Unknown-share and media rules (available {report['available']}, selected {report['selected']}). "
+             "Publish it short only on purpose (stages.allow_short_release: true; its card then says so), or lower "
+             "stages.release_size")
     assert validate_release(folder) == [short] and validate_release(folder, 1000, 0.8) == [short]
     assert validate_release(folder, 8) == []  # the size asked is the size the pool allows
     report["allow_short_release"] = True

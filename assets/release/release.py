@@ -571,8 +571,10 @@ def size_problems(selection: dict, claims: list[dict], release_size: int | None,
             problems.append(f"{len(claims)} claims, not the {expected} the release size {release_size} and the pool allow")
         elif len(claims) < release_size and not allow_short:
             problems.append(f"{len(claims)} claims, short of the release size {release_size}: the quarter's pool allows "
-                            "no more under the balance, Unknown-share and media rules. Publish it short only on purpose "
-                            "(stages.allow_short_release: true; its card then says so), or lower stages.release_size")
+                            "no more under the balance, Unknown-share and media rules (available "
+                            f"{selection.get('available')}, selected {selection.get('selected')}). Publish it short "
+                            "only on purpose (stages.allow_short_release: true; its card then says so), or lower "
+                            "stages.release_size")
     return problems
 
 
