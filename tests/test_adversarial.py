@@ -102,6 +102,9 @@ def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_pat
     claims = quarter(n_natural=100, n_false=400, template_share=1.0)
     chosen, report, adversarial = select_undetectable(claims, PipelineResource(release_size=400), ORDER_KEY)
     assert report["feasible_size"] == 400 and adversarial["kept"] >= adversarial["needed"] > 0
+    # what it kept filled 398 (near-duplicate rewrites go at the selection): the least detectable it left out came
+    # back, as few as fill the release
+    assert 0 < adversarial["restored"] < adversarial["left_out"], adversarial
     ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
     audit = shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)
     assert audit["text_problems"][0].startswith(

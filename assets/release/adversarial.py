@@ -69,7 +69,9 @@ def filter_detectable(natural: list[ScoredClaim], variants: list[ScoredClaim], k
     if len(natural) < MIN_NATURAL or not variants:
         return {}, set(), {**report, "skipped": f"fewer than {MIN_NATURAL} natural claims to train on, or no variant",
                            "left_out": 0, "rounds": 0}
-    kept = list(variants)
+    # in one order whatever the caller's: stage 7 measures on the same claims as the release and must find the same
+    natural = sorted(natural, key=lambda c: c.claim_id)
+    kept = sorted(variants, key=lambda c: c.claim_id)
     scores: dict[str, float] = {}
     left_out: set[str] = set()
     rounds = 0

@@ -301,12 +301,29 @@ def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key
     if not any(c.variant == "rectified" for c in pool):
         chosen, report = select_release(pool, *args, key=key)
         return chosen, report, {"skipped": "no rewrite in the pool", "variants": 0, "left_out": 0}
-    natural, usable, needed = filter_inputs(pool, select_release(pool, *args, key=key)[0])
+    first, unfiltered = select_release(pool, *args, key=key)
+    natural, usable, needed = filter_inputs(pool, first)
     detectability, left_out, adversarial = filter_detectable(
         natural, usable, keep_at_least=filter_spare(needed), seed=filter_seed(key))
-    chosen, report = select_release([c for c in pool if c.claim_id not in left_out], *args, key=key,
-                                    detectability=detectability)
-    return chosen, report, {**adversarial, "needed": needed}
+
+    def select(back: int) -> tuple[list, dict]:
+        out = set(sorted(left_out, key=lambda i: detectability[i])[back:])  # the least detectable come back first
+        return select_release([c for c in pool if c.claim_id not in out], *args, key=key, detectability=detectability)
+
+    # the filter leaves out by text alone: where what it keeps cannot fill the selection's quotas (398 of 400 with
+    # template-only rewrites), the least detectable it left out come back, as few as bring the size back
+    chosen, report = select(0)
+    restored = 0
+    if report["feasible_size"] < unfiltered["feasible_size"]:
+        restored, high = 1, len(left_out)
+        while restored < high:  # the fewest that bring the size back (all of them do: the pool is then whole)
+            mid = (restored + high) // 2
+            if select(mid)[1]["feasible_size"] >= unfiltered["feasible_size"]:
+                high = mid
+            else:
+                restored = mid + 1
+        chosen, report = select(restored)
+    return chosen, report, {**adversarial, "needed": needed, "restored": restored}
 
 
 def _score(verdict, digits: int = PUBLISHED_DECIMALS) -> ReleaseScore | None:
