@@ -96,7 +96,8 @@ def test_with_nothing_to_keep_the_filter_can_leave_out_every_rewrite():
 def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_path):
     """With every rewrite a template there is nothing undetectable to prefer: the filter keeps as many as the release
     needs, and publication is blocked with the rectified-style figure and what to change."""
-    from assets.release.release import select_undetectable
+    from assets.release.card import rewrite_markdown
+    from assets.release.release import rewrite_summary, select_undetectable
     from dagster_project.config import PipelineResource
 
     claims = quarter(n_natural=100, n_false=400, template_share=1.0)
@@ -105,6 +106,9 @@ def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_pat
     # what it kept filled 398 (near-duplicate rewrites go at the selection): the least detectable it left out came
     # back, as few as fill the release
     assert 0 < adversarial["restored"] < adversarial["left_out"], adversarial
+    card = rewrite_markdown({"rectification": rewrite_summary(chosen, adversarial)})
+    assert f"left out {adversarial['left_out']} of {adversarial['variants']} rewrites" in card
+    assert f"the {adversarial['restored']} least detectable of those came back" in card
     ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
     audit = shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)
     assert audit["text_problems"][0].startswith(
