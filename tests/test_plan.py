@@ -102,7 +102,7 @@ def test_plan_counts_calls_tokens_and_cost(planned_quarter, capsys):
     # expected to take (two refine rounds allowed by default), then a full re-rating (veracity and coverage)
     seven = stages["rectified_claims"]
     assert seven["basis"] == ("3 claims labelled by their ratings; on demand: 1 variants lacking of 3 Compromised, "
-                              "30% spare, 2 rewrites at 85% holding")
+                              "30% spare or 39% detectable, 2 rewrites at 85% holding")
     rounds = expected_rounds(2)
     assert 1.1 < rounds < 1.5
     assert (seven["by_member"]["text"]["calls"], seven["by_member"]["eyes"]["calls"]) == (round(2 * 2 * rounds) + 4, 4)
