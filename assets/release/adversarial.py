@@ -34,6 +34,7 @@ def _detectability(texts: list[str], y: np.ndarray, seed: int) -> tuple[np.ndarr
     from threadpoolctl import threadpool_limits
 
     x = text_vectors(texts)
+    x.sort_indices()  # once: the halves' rows then need no sorting (0.8 s of the rehearsal's 7 s filter)
     rng = np.random.default_rng(seed)
     above, seen = np.zeros(len(y)), np.zeros(len(y))
     aucs = []
