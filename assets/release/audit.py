@@ -322,7 +322,9 @@ def text_problems(report: dict) -> list[str]:
             f"the text tells rewritten claims from natural ones: rectified-style accuracy {style['accuracy']:.2f}"
             f" against chance {style['null_mean']:.2f} + margin {style['margin']:.2f}. Rewrites need to read like the "
             "claims people post: look at the rejected and kept rewrites (rectified_claims), the rewrite prompt and "
-            "the writer model, or raise stages.rectify_surplus so the adversarial filter has rewrites to spare")
+            "the writer model. Stage 7 on demand makes as many as the adversarial filter needs to spare while "
+            "candidates last (rectify/detectable_share; it warns when they run out): stages.score: all gives it "
+            "more, and stages.rectify_surplus raises its floor")
     text, natural = report.get("text") or {}, report.get("natural_text") or {}
     if "accuracy" in text:
         # and beyond chance by the margin the label shuffles give: on a release of 80 the shuffles' accuracies spread
