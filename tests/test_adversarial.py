@@ -93,6 +93,29 @@ def test_with_nothing_to_keep_the_filter_can_leave_out_every_rewrite():
     assert len(left_out) >= 0.9 * len(variants) and report["kept"] == len(variants) - len(left_out), report
 
 
+def test_with_a_short_release_allowed_the_filter_leaves_out_what_it_tells_apart():
+    """A small quarter whose candidates ran out kept every rewrite, and its gate read 0.69 against 0.51 + 0.16 (a
+    25-quarter world of 100 reviews each, where short releases are allowed): the filter there may go below what the
+    selection uses, and the release comes out smaller instead of blocked."""
+    from assets.release.release import select_undetectable
+    from dagster_project.config import PipelineResource
+
+    claims = quarter(n_natural=60, n_false=200, template_share=0.5)  # half the rewrites templates, none to spare
+
+    def released(allow_short: bool):
+        chosen, report, adversarial = select_undetectable(
+            claims, PipelineResource(release_size=300, allow_short_release=allow_short), ORDER_KEY)
+        ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
+        audit = shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)
+        return len(chosen), adversarial, audit["rectified_style"]
+
+    size, adversarial, style = released(False)  # the filter keeps what the selection uses: the templates stay
+    assert adversarial["kept"] >= adversarial["needed"] and style["above_chance"], (adversarial, style)
+    short, adversarial, style = released(True)
+    assert adversarial["kept"] < adversarial["needed"] and adversarial["restored"] == 0, adversarial
+    assert short < size and not style["above_chance"], (short, size, style)
+
+
 def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_path):
     """With every rewrite a template there is nothing undetectable to prefer: the filter keeps as many as the release
     needs, and publication is blocked with the rectified-style figure and what to change."""

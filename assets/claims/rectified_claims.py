@@ -243,15 +243,15 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     needed = math.ceil(planned * (1 + pipeline.rectify_surplus))
     rounds = 0
     detectable: list[float] = []  # the share of the rewrites the release's adversarial filter leaves out, per check
-    goals: list[int] = []  # the variants the selection will use, per round
+    uses: list[int] = []  # the variants the selection uses, per round
 
     def lacking(variants: list[ScoredClaim]) -> int:
         """Variants still wanted: the selection will use those it has and those it lacks; the release's adversarial
         filter needs ``rectify_surplus`` more, and more again where it would leave out a larger share of them than
         that (measured each round, as the release will measure it), so that the ones it keeps still cover them."""
         short = plan.needed(variants, left)
-        goal = sum(c.variant == "rectified" for c in plan.selection(variants)[0]) + short
-        goals.append(goal)
+        uses.append(sum(c.variant == "rectified" for c in plan.selection(variants)[0]))
+        goal = uses[-1] + short
         want = math.ceil(goal * (1 + pipeline.rectify_surplus))
         if pipeline.rectify_surplus and variants:  # no spare asked for: the release has none to leave out
             detectable.append(round(plan.detectable_share(variants), 4))
@@ -292,7 +292,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     })
     if detectable:  # the share of its rewrites the release's adversarial filter leaves out, last measured
         stats.extra["rectify/detectable_share"] = detectable[-1]
-        if len(variants) * (1 - detectable[-1]) < goals[-1] and log:
+        if len(variants) * (1 - detectable[-1]) < uses[-1] and log:
             log.warning(f"{STAGE}: the release's adversarial filter tells {detectable[-1]:.0%} of the rewrites from "
                         f"natural claims, and no candidate is left for more: the release will keep some it would "
                         "leave out, and the shortcut audit may block it (see the rewrite prompt and the writer model)")
