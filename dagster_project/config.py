@@ -148,6 +148,7 @@ class PipelineResource(dg.ConfigurableResource):
     allow_text_shortcut: bool = False
     release_size: int = Field(1000, gt=0)
     # a pool too small for release_size fails the release gate; true publishes the smaller split, and its card says so
+    # (the adversarial filter may then leave out rewrites below what the selection uses: smaller, not blocked)
     allow_short_release: bool = False
     # a demo configuration (the bundled snapshot): its releases are marked demo and may carry code_version unknown;
     # only when every source is the bundled snapshot (demo/snapshot), so that no other config can skip the check
