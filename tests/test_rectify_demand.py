@@ -34,16 +34,16 @@ def shaky(mode: str, body: dict):
     return scripted(mode, body)
 
 
-class Said:
+class Log:
     """A stage log that keeps its warnings."""
 
     def __init__(self):
-        self.warnings = []
+        self.warnings: list[str] = []
 
-    def info(self, message):
+    def info(self, message: str) -> None:
         pass
 
-    def warning(self, message):
+    def warning(self, message: str) -> None:
         self.warnings.append(message)
 
 
@@ -138,7 +138,7 @@ def test_rewrites_that_stand_out_call_for_more_until_the_release_can_leave_them_
     with serving(standing_out) as loud:
         claims, articles = pool(loud, tmp_path, intact=5, compromised=30, unknown=4)
         before = len(loud.requests)
-        log = Said()
+        log = Log()
         out, stats = rectify_all(claims, articles, resource(loud, tmp_path), PipelineResource(release_size=20), None,
                                  log, key=ORDER_KEY)
         made = rewrites(loud, before)

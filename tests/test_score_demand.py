@@ -12,7 +12,7 @@ from assets.release.release import select_release
 from dagster_project.config import PipelineResource
 from schemas.records import Integrity, ScoredClaim
 from tests.test_rating_flow import ARTICLE, _key, claim, resource, stub  # noqa: F401 - fixtures
-from tests.test_rectify_demand import text
+from tests.test_rectify_demand import Log, text
 from tests.test_release import ORDER_KEY
 
 
@@ -96,17 +96,6 @@ def test_held_share_spreads_the_successes_and_the_rate_is_checked():
     assert held_share(list(range(4)), 0.85)[0] == 0  # the first rewrite holds
     with pytest.raises(ValueError, match="expected_rewrite_success"):
         ScoringDemand([], PipelineResource(expected_rewrite_success=0.0), key=ORDER_KEY)
-
-
-class Log:
-    def __init__(self):
-        self.warnings: list[str] = []
-
-    def info(self, message: str) -> None:
-        pass
-
-    def warning(self, message: str) -> None:
-        self.warnings.append(message)
 
 
 def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_path):

@@ -19,9 +19,7 @@ from dagster_project.resources.media import MediaStore
 from assets.claims.negation import hedges, negations
 from assets.claims.normalized_claims import MEDIA_REF, LeakVocabulary, check_claim_text, with_media_refs
 from assets.claims.scored_claims import score_claim
-from assets.release.adversarial import SLICE
-from assets.release.demand import MIN_SUCCESS_RATE, DemandPlan
-from assets.release.release import filter_spare
+from assets.release.demand import DemandPlan, variants_wanted
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
@@ -250,16 +248,14 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
         filter needs ``rectify_surplus`` more, and more again where it would leave out a larger share of them than
         that (measured each round, as the release will measure it), so that the ones it keeps still cover them."""
         short = plan.needed(variants, left)
-        uses.append(sum(c.variant == "rectified" for c in plan.selection(variants)[0]))
+        chosen = plan.selection(variants)[0]
+        uses.append(sum(c.variant == "rectified" for c in chosen))
         goal = uses[-1] + short
-        want = math.ceil(goal * (1 + pipeline.rectify_surplus))
+        share = None
         if pipeline.rectify_surplus and variants:  # no spare asked for: the release has none to leave out
-            detectable.append(round(plan.detectable_share(variants), 4))
-            # a slice more: the filter leaves rewrites out a slice at a time, so the share can grow by one with the
-            # next round's (the rehearsal's third round made 9 rewrites for the 7 that a grown share asked for)
-            keeps = 1.0 - detectable[-1] - SLICE if detectable[-1] else 1.0
-            want = max(want, math.ceil(filter_spare(goal) / max(keeps, MIN_SUCCESS_RATE)))
-        return max(short, want - len(variants))
+            share = round(plan.detectable_share(variants, chosen), 4)
+            detectable.append(share)
+        return max(short, variants_wanted(goal, pipeline.rectify_surplus, share) - len(variants))
 
     while needed and left:
         batch = left[: plan.batch(needed, len(outcomes), len(variants))]

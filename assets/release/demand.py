@@ -5,10 +5,11 @@ first to cover it."""
 import math
 
 from assets.common import stable_id
-from assets.release.adversarial import filter_detectable
+from assets.release.adversarial import SLICE, filter_detectable
 from assets.release.release import (
     filter_inputs,
     filter_seed,
+    filter_spare,
     remove_near_duplicates,
     select_release,
     selection_rank,
@@ -82,15 +83,16 @@ class DemandPlan:
         return select_release(self.with_variants(variants), self.size, self.media_share, similarity=0.0, dedupe=False,
                               key=self.key)
 
-    def detectable_share(self, variants: list[ScoredClaim]) -> float:
+    def detectable_share(self, variants: list[ScoredClaim], chosen: list[ScoredClaim]) -> float:
         """The share of ``variants`` the release's adversarial filter tells from natural claims, measured as the
         release measures it (its inputs, its seed) but with nothing it must keep: a writer whose rewrites stand out
         needs more of them (a fixed surplus of 30% left the filter no room on the simulated writer, whose templates
-        are 40% of its rewrites, and the shortcut audit blocked the release)."""
+        are 40% of its rewrites, and the shortcut audit blocked the release). ``chosen``: the selection on the pool
+        plus ``variants`` (``selection``)."""
         # the natural claims as the release passes them: every original, its near-duplicates too (without them the
         # filter saw 842 natural claims of the rehearsal's 1,035, left out 19% of the rewrites where the release's
         # own run would leave out 34%, and had no room)
-        natural, usable, _ = filter_inputs(self.with_variants(variants, self.originals), self.selection(variants)[0])
+        natural, usable, _ = filter_inputs(self.with_variants(variants, self.originals), chosen)
         if not usable:
             return 0.0
         _, left_out, _ = filter_detectable(natural, usable, keep_at_least=0, seed=filter_seed(self.key))
@@ -122,6 +124,18 @@ class DemandPlan:
         quarter's own success rate so far says it takes (the margin for rewrites that fail)."""
         rate = successes / attempts if attempts else 1.0
         return math.ceil(needed / max(rate, MIN_SUCCESS_RATE))
+
+
+def variants_wanted(goal: int, surplus: float, share: float | None = None) -> int:
+    """The variants stage 7 makes for a selection that uses ``goal``: ``surplus`` more, and where the release's
+    adversarial filter leaves out ``share`` of them (None: not measured), enough that the ones it keeps still cover
+    the selection, with a slice more (the filter leaves rewrites out a slice at a time, so the share can grow by one
+    with the next round's: the rehearsal's third round made 9 rewrites for the 7 that a grown share asked for)."""
+    want = math.ceil(goal * (1 + surplus))
+    if not surplus or share is None:  # no spare asked for: the release has none to leave out
+        return want
+    keeps = 1.0 - share - SLICE if share else 1.0
+    return max(want, math.ceil(filter_spare(goal) / max(keeps, MIN_SUCCESS_RATE)))
 
 
 def expected_label(claim) -> str:

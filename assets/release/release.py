@@ -311,8 +311,10 @@ def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key
     detectability, left_out, adversarial = filter_detectable(natural, usable, keep_at_least=spare,
                                                              seed=filter_seed(key))
 
+    comeback = sorted(left_out, key=lambda i: (detectability[i], i))  # the least detectable come back first
+
     def select(back: int) -> tuple[list, dict]:
-        out = set(sorted(left_out, key=lambda i: (detectability[i], i))[back:])  # the least detectable come back first
+        out = set(comeback[back:])
         return select_release([c for c in pool if c.claim_id not in out], *args, key=key, detectability=detectability)
 
     # the filter leaves out by text alone: where what it keeps cannot fill the selection's quotas (398 of 400 with

@@ -144,9 +144,7 @@ class Planner:
         """The Compromised claims stage 7 will rewrite: all of them (rectify: all), or on demand the ones the release
         lacks as Intact variants (DemandPlan), over the success rate a rewrite is expected to have; and the release
         expected from them, with REWRITE_SUCCESS of the rewrites holding (spread evenly over the list)."""
-        from assets.release.adversarial import SLICE
-        from assets.release.demand import DemandPlan, held_share, hypothetical_variant
-        from assets.release.release import filter_spare
+        from assets.release.demand import DemandPlan, held_share, hypothetical_variant, variants_wanted
 
         demand = DemandPlan(scored, self.pipeline, self.key)
         compromised = [c for c in scored if c.integrity.label == "compromised"]
@@ -155,9 +153,8 @@ class Planner:
         else:
             needed = demand.needed([], demand.candidates)
             surplus = self.pipeline.rectify_surplus  # the spare variants the adversarial filter chooses among
-            variants = math.ceil(needed * (1 + surplus))
-            if surplus:  # and the share stage 7 then measures that the filter leaves out, with its slice's margin
-                variants = max(variants, math.ceil(filter_spare(needed) / (1 - DETECTABLE_SHARE - SLICE)))
+            # and the share stage 7 then measures that the filter leaves out
+            variants = variants_wanted(needed, surplus, DETECTABLE_SHARE)
             n = min(len(demand.candidates), math.ceil(variants / REWRITE_SUCCESS))
             chosen, how = demand.candidates[:n], (f"on demand: {needed} variants lacking of {len(compromised)} "
                                                   f"Compromised, {surplus:.0%} spare or "
