@@ -1,6 +1,5 @@
 """Stage 7: rewrite Compromised claims into true, shareable assertions; keep them only if they score Intact."""
 
-import math
 from collections import Counter
 
 from rapidfuzz.distance import Levenshtein
@@ -232,13 +231,16 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
     stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses, and with enough
     that the release's adversarial filter, leaving out the share of them it tells from natural claims, still keeps
-    as many as the selection uses; or when no candidate is left. Returns claim id -> outcome of every rewrite made."""
+    as many as the selection uses (the first round counts on ``rectify_detectable_share``, later ones measure it);
+    or when no candidate is left. Returns claim id -> outcome of every rewrite made."""
     plan = DemandPlan(claims, pipeline, key)
     outcomes: dict[str, tuple] = {}
     variants: list[ScoredClaim] = []
     left = list(plan.candidates)
     planned = plan.needed([], left)
-    needed = math.ceil(planned * (1 + pipeline.rectify_surplus))
+    # the first round counts on the detectable share expected (nothing to measure yet): one round fewer
+    prior = pipeline.rectify_detectable_share or None
+    needed = variants_wanted(planned, pipeline.rectify_surplus, prior) if planned else 0
     rounds = 0
     detectable: list[float] = []  # the share of the rewrites the release's adversarial filter leaves out, per check
     uses: list[int] = []  # the variants the selection uses, per round
