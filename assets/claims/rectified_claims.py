@@ -1,5 +1,6 @@
 """Stage 7: rewrite Compromised claims into true, shareable assertions; keep them only if they score Intact."""
 
+import math
 from collections import Counter
 
 from rapidfuzz.distance import Levenshtein
@@ -13,7 +14,7 @@ from assets.common import (
     quantiles,
     stable_id,
 )
-from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evidence, prefetch
+from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evidence, overlapped_rounds, prefetch
 from dagster_project.resources.media import MediaStore
 from assets.claims.negation import hedges, negations
 from assets.claims.normalized_claims import MEDIA_REF, LeakVocabulary, check_claim_text, with_media_refs
@@ -232,46 +233,52 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses, and with enough
     that the release's adversarial filter, leaving out the share of them it tells from natural claims, still keeps
     as many as the selection uses (the first round counts on ``rectify_detectable_share``, later ones measure it);
-    or when no candidate is left. Returns claim id -> outcome of every rewrite made."""
+    or when no candidate is left. A round is decided while the last one's slowest rewrites still run, counting on
+    them at the success rate so far, and checked once they are done (``overlapped_rounds``). Returns claim id ->
+    outcome of every rewrite made."""
     plan = DemandPlan(claims, pipeline, key)
     outcomes: dict[str, tuple] = {}
     variants: list[ScoredClaim] = []
     left = list(plan.candidates)
     planned = plan.needed([], left)
-    # the first round counts on the detectable share expected (nothing to measure yet): one round fewer
     prior = pipeline.rectify_detectable_share or None
     needed = variants_wanted(planned, pipeline.rectify_surplus, prior) if planned else 0
-    rounds = 0
     detectable: list[float] = []  # the share of the rewrites the release's adversarial filter leaves out, per check
-    uses: list[int] = []  # the variants the selection uses, per round
+    uses: list[int] = []  # the variants the selection uses, per check
 
-    def lacking(variants: list[ScoredClaim]) -> int:
-        """Variants still wanted: the selection will use those it has and those it lacks; the release's adversarial
-        filter needs ``rectify_surplus`` more, and more again where it would leave out a larger share of them than
-        that (measured each round, as the release will measure it), so that the ones it keeps still cover them."""
-        short = plan.needed(variants, left)
+    def lacking(running: list[ScoredClaim]) -> float:
+        """Variants still wanted, less those the ``running`` rewrites are expected to give: the selection will use
+        those it has and those it lacks; the release's adversarial filter needs ``rectify_surplus`` more, and more
+        again where it would leave out a larger share of them than that (measured as the release will measure it),
+        so that the ones it keeps still cover them."""
+        rate = len(variants) / len(outcomes) if outcomes else 1.0
+        short = plan.needed(variants, running + left)  # as if every running rewrite held
         chosen = plan.selection(variants)[0]
         uses.append(sum(c.variant == "rectified" for c in chosen))
-        goal = uses[-1] + short
         share = None
         if pipeline.rectify_surplus and variants:  # no spare asked for: the release has none to leave out
             share = round(plan.detectable_share(variants, chosen), 4)
             detectable.append(share)
-        return max(short, variants_wanted(goal, pipeline.rectify_surplus, share) - len(variants))
+        wanted = max(short, variants_wanted(uses[-1] + short, pipeline.rectify_surplus, share) - len(variants))
+        return wanted - rate * len(running)
 
-    while needed and left:
-        batch = left[: plan.batch(needed, len(outcomes), len(variants))]
-        left = left[len(batch):]
-        work = prefetch(batch, attempt, parallel, log, STAGE)
-        for claim in batch:
-            outcomes[claim.claim_id] = work(claim)
-            if outcomes[claim.claim_id][0] is not None:  # (variant or None, reason, trace)
-                variants.append(outcomes[claim.claim_id][0])
-        rounds += 1
-        needed = lacking(variants)
+    def decide(done: list[tuple], running: list[ScoredClaim]) -> list[ScoredClaim]:
+        for claim, outcome in done[len(outcomes):]:
+            outcomes[claim.claim_id] = outcome
+            if outcome[0] is not None:  # (variant or None, reason, trace)
+                variants.append(outcome[0])
+        more = math.ceil(lacking(running)) if left or not running else 0  # the end is measured even with none left
+        batch = left[: plan.batch(more, len(outcomes), len(variants))] if more > 0 else []
+        del left[: len(batch)]
         if log:
-            log.info(f"{STAGE}: round {rounds}: {len(variants)} of {len(outcomes)} rewrites held; "
-                     + (f"{needed} more variants needed, {len(left)} candidates left" if needed else "enough for the release"))
+            log.info(f"{STAGE}: {len(variants)} of {len(outcomes)} rewrites held, {len(running)} running; "
+                     + (f"{len(batch)} more started for {more} variants lacking, {len(left)} candidates left" if batch
+                        else "no more needed" if running or more <= 0 else "no candidate left"))
+        return batch
+
+    first = left[:needed]
+    del left[:needed]
+    _, rounds = overlapped_rounds(first, attempt, parallel, decide, log, STAGE)
     reached = plan.feasible(variants)
     rate = len(variants) / len(outcomes) if outcomes else 0.0
     if reached < plan.target and log:
