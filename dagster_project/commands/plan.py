@@ -303,9 +303,8 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
     if pipeline.score == "demand":
         from assets.release.demand import ScoringDemand
 
-        # with the stage's threads, so that its rounds are decided at the same points
-        outcomes, extra = ScoringDemand(claims, pipeline, planner.key).run(lambda c: (expected[c.claim_id], ""),
-                                                                           planner.llm.parallel_claims)
+        outcomes, extra = ScoringDemand(claims, pipeline, planner.key).run(lambda batch: {c.claim_id: (expected[c.claim_id], "")
+                                                                              for c in batch})
         expected = {k: v[0] for k, v in outcomes.items()}
         basis6 += (f"; on demand: {extra['score/rated_false_scored']} of the {extra['score/rated_false']} rated "
                    "false")
