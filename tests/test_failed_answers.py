@@ -115,8 +115,8 @@ def test_the_budget_on_demand_counts_the_claims_attempted(monkeypatch):
         def __init__(self, claims, pipeline, key):
             self.claims = claims
 
-        def run(self, score, parallel, log=None, stage=""):
-            return {c.claim_id: score(c) for c in self.claims[:10]}, {"score/mode": "demand"}
+        def run(self, score_batch, log=None, stage=""):
+            return score_batch(self.claims[:10]), {"score/mode": "demand"}
 
     monkeypatch.setattr(demand, "ScoringDemand", FirstTen)
     faults = lambda text, member, prompt: "timeout" if member == "c" and text in ("Claim 1.", "Claim 2.", "Claim 3.") else ""  # noqa: E731

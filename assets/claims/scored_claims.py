@@ -379,19 +379,18 @@ def score_all(
         return *score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts, failed=failed,
                             disagreed=disagreed), failed
 
-    def score_or_error(claim: NormalizedClaim):
-        """(scored claim or None, reason, failed answers), or the exception its scoring raised (raised again in the
-        stage's loop below, where the error budget counts it)."""
-        try:
-            return score(claim)
-        except Exception as err:  # noqa: BLE001 - kept for map_records
-            if getattr(err, "stops_stage", False):  # the LLM budget or a dead endpoint: no further round
-                raise
-            return err
-
     def score_batch(batch: list[NormalizedClaim]) -> dict:
-        work = prefetch(batch, score_or_error, llm.parallel_claims, log, STAGE)
-        return {claim.claim_id: work(claim) for claim in batch}
+        """claim id -> (scored claim or None, reason, failed answers), or the exception its scoring raised (raised
+        again in the stage's loop below, where the error budget counts it)."""
+        work, out = prefetch(batch, score, llm.parallel_claims, log, STAGE), {}
+        for claim in batch:
+            try:
+                out[claim.claim_id] = work(claim)
+            except Exception as err:  # noqa: BLE001 - kept for map_records
+                if getattr(err, "stops_stage", False):  # the LLM budget or a dead endpoint: no further round
+                    raise
+                out[claim.claim_id] = err
+        return out
 
     if pipeline.score not in ("demand", "all"):
         raise ValueError(f"stages.score must be demand or all, not {pipeline.score!r}")
@@ -410,7 +409,7 @@ def score_all(
 
         if key is None:
             raise ValueError("stages.score: demand scores in the release's secret order: pass the store's key")
-        outcomes, extra = ScoringDemand(claims, pipeline, key).run(score_or_error, llm.parallel_claims, log, STAGE)
+        outcomes, extra = ScoringDemand(claims, pipeline, key).run(score_batch, log, STAGE)
         stats.extra.update(extra)
     # the budget is a share of the claims attempted: on demand, the claims not needed for the release are no work
     budget = ErrorBudget.for_stage(pipeline, STAGE, len(outcomes), log)

@@ -195,41 +195,28 @@ class ScoringDemand:
         lacking = max(1, self.pipeline.release_size - reached)
         return math.ceil(lacking / 2 * (1 + 1 / self.success) / per_claim)
 
-    def run(self, score, parallel: int, log=None, stage: str = "scored_claims") -> tuple[dict, dict]:
-        """``score(claim)`` scores one claim (an outcome, the scored claim or None first), on ``parallel`` threads;
+    def run(self, score_batch, log=None, stage: str = "scored_claims") -> tuple[dict, dict]:
+        """``score_batch(claims)`` scores a round (a dict claim id -> outcome, the scored claim or None first);
         returns every outcome and the stage's ``score/*`` metadata. Rounds stop once the release is reached or the
-        stratum is spent. A round is decided while the last one's slowest claims are still scored, counting on
-        those as claims of the stratum already taken, and checked once none is left (``overlapped_rounds``)."""
-        from assets.ensemble import overlapped_rounds
-
-        outcomes: dict = {}
+        stratum is spent."""
+        outcomes = score_batch(self.sure + self.stratum[: self.first_round()])
         left = self.stratum[self.first_round():]
-        found_at: dict = {}  # the last reach and count, from the results so far
-
-        def decide(done: list[tuple], running: list) -> list:
-            outcomes.update((claim.claim_id, outcome) for claim, outcome in done[len(outcomes):])
-            attempted = sum(claim_id in self.stratum_ids for claim_id in outcomes)
+        rounds = 1
+        while True:
+            attempted = len(self.stratum) - len(left)
             scored = self.weighted([o[0] for o in outcomes.values() if isinstance(o, tuple) and o[0] is not None],
                                    attempted)
             reached = self.reach(scored)
             found = sum(c.claim_id in self.stratum_ids and c.integrity.label == "compromised" for c in scored)
-            found_at.update(reached=reached, attempted=attempted)
-            # the stratum's claims still running are taken already: the next round is what they do not cover
-            size = 0 if reached >= self.pipeline.release_size else \
-                self.next_round(reached, found, attempted) - sum(c.claim_id in self.stratum_ids for c in running)
-            batch = left[: max(0, size)]
-            del left[: len(batch)]
             if log:
-                log.info(f"{stage}: {attempted} of {len(self.stratum)} claims rated false scored, {len(running)} "
-                         f"running; the release reaches {reached} of {self.pipeline.release_size}"
-                         + (f"; {len(batch)} more started" if batch else ""))
-            return batch
-
-        _, rounds = overlapped_rounds(self.sure + self.stratum[: self.first_round()], score, parallel, decide, log,
-                                      stage)
-        if not found_at:  # nothing to score at all
-            decide([], [])
-        reached, attempted = found_at["reached"], found_at["attempted"]
+                log.info(f"{stage}: round {rounds}: {attempted} of {len(self.stratum)} claims rated false scored; "
+                         f"the release reaches {reached} of {self.pipeline.release_size}")
+            if reached >= self.pipeline.release_size or not left:
+                break
+            batch = left[: self.next_round(reached, found, attempted)]
+            left = left[len(batch):]
+            outcomes.update(score_batch(batch))
+            rounds += 1
         weight = self.weight(attempted)
         for claim_id, outcome in outcomes.items():
             if claim_id in self.stratum_ids and isinstance(outcome, tuple) and outcome[0] is not None:
