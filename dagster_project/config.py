@@ -142,11 +142,6 @@ class PipelineResource(dg.ConfigurableResource):
     # the ones a classifier tells from natural claims (assets/release/adversarial.py) and still fill its Intact half;
     # once it has them, stage 7 measures that share as the release will and makes more where it is larger; 0: none
     rectify_surplus: float = Field(0.3, ge=0)
-    # stage 7 on demand: the share of its rewrites the release's adversarial filter is expected to leave out, before
-    # the first round has any to measure; the first round is made large enough for it (each further round waits for
-    # the last one's slowest rewrite, then runs the filter), and veritas plan counts on it. 0.39 on the rehearsal's
-    # simulated writer (bench/rehearsal.py); 0: the first round makes the rectify_surplus alone
-    rectify_detectable_share: float = Field(0.39, ge=0, lt=0.9)
     # release
     # publication is blocked while the text tells rewritten claims from natural ones, or the claim text predicts the
     # label better than natural claims alone do; true publishes anyway, and the card says so in its first paragraph

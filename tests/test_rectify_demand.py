@@ -4,7 +4,6 @@ The raters are scripted on loopback (tests/test_rating_flow.py's): a rewrite of 
 
 import hashlib
 import json
-import math
 import random
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from assets.claims.rectified_claims import rectify_all
 from assets.claims.scored_claims import score_claim
 from assets.release.demand import DemandPlan, hypothetical_variant
-from assets.release.release import filter_spare, select_release
+from assets.release.release import select_release
 from dagster_project.config import PipelineResource
 from dagster_project.simulation.openai_stub import serving
 from schemas.records import Integrity
@@ -117,20 +116,13 @@ def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
     assert stats.extra["rectify/size_reached"] == stats.extra["rectify/target_size"] == 20
     _, report = select_release(out, 20, 0.8, 92, dedupe=False, key=ORDER_KEY)
     assert report["feasible_size"] == 20
-    # with no share expected, 30% more than the release uses, for the release's adversarial filter to leave out: 6
-    # of 4; the rewrites read like the pool's claims, so the filter would leave none out and asks for no more
+    # by default 30% more than the release uses, for the release's adversarial filter to leave out: 6 of 4; the
+    # rewrites read like the pool's claims, so the filter would leave none out and asks for no more
     before = len(stub.requests)
-    surplus = PipelineResource(release_size=20, rectify_detectable_share=0.0)
-    _, extra = rectify_all(claims, articles, resource(stub, tmp_path / "surplus"), surplus, None, key=ORDER_KEY)
-    assert extra.extra["rectify/attempted"] == extra.extra["rectified"] == 6 and rewrites(stub, before) == 6
-    assert extra.extra["rectify/detectable_share"] == 0.0 and extra.extra["rectify/rounds"] == 1
-    # by default the first round counts on the filter leaving out 39% (and a slice): the 6 it keeps at least
-    # (filter_spare(4)) over the 56% left, 11, in one round
-    before = len(stub.requests)
-    _, prior = rectify_all(claims, articles, resource(stub, tmp_path / "prior"), PipelineResource(release_size=20),
+    _, extra = rectify_all(claims, articles, resource(stub, tmp_path / "surplus"), PipelineResource(release_size=20),
                            None, key=ORDER_KEY)
-    assert prior.extra["rectify/attempted"] == rewrites(stub, before) == 11 == math.ceil(filter_spare(4) / 0.56)
-    assert prior.extra["rectify/rounds"] == 1
+    assert extra.extra["rectify/attempted"] == extra.extra["rectified"] == 6 and rewrites(stub, before) == 6
+    assert extra.extra["rectify/detectable_share"] == 0.0
     before = len(stub.requests)
     _, every = rectify_all(claims, articles, resource(stub, tmp_path / "all"), PipelineResource(release_size=20,
                                                                                                 rectify="all"), None, key=ORDER_KEY)
@@ -175,15 +167,16 @@ def test_recurring_drop_rewrites_every_compromised_claim_so_the_release_is_not_s
     short. No release is an input of stage 7 (the release reads stage 7: Dagster refuses the cycle), so stage 7
     rewrites every Compromised claim then, as stage 6 scores every claim."""
     claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
-    demand, _ = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None,
-                            key=ORDER_KEY)
-    # the claims that recur from an earlier release: two natural Intact ones and every claim the demand plan rewrote
-    recurring = {c.claim_id for c in claims[:2]} | {c.variant_of for c in demand if c.variant == "rectified"}
+    plan = DemandPlan(claims, PipelineResource(release_size=20), key=ORDER_KEY)
+    # the claims that recur from an earlier release: two natural Intact ones and the four demand rewrites
+    recurring = {c.claim_id for c in claims[:2]} | {c.claim_id for c in plan.candidates[:4]}
 
     def released(out):  # the release's drop: an original that recurs takes its variant with it
         gone = {k for c in out if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
         return select_release([c for c in out if c.claim_id not in gone], 20, 0.8, 92, dedupe=False, key=ORDER_KEY)[1]
 
+    demand, _ = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None,
+                            key=ORDER_KEY)
     assert released(demand)["feasible_size"] < 20  # what recurring: drop with a demand plan gave
     out, stats = rectify_all(claims, articles, resource(stub, tmp_path / "drop"),
                              PipelineResource(release_size=20, recurring="drop"), None, key=ORDER_KEY)

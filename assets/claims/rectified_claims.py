@@ -232,8 +232,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
     stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses, and with enough
     that the release's adversarial filter, leaving out the share of them it tells from natural claims, still keeps
-    as many as the selection uses (the first round counts on ``rectify_detectable_share``, later ones measure it);
-    or when no candidate is left. A round is decided while the last one's slowest rewrites still run, counting on
+    as many as the selection uses; or when no candidate is left. A round is decided while the last one's slowest rewrites still run, counting on
     them at the success rate so far, and checked once they are done (``overlapped_rounds``). Returns claim id ->
     outcome of every rewrite made."""
     plan = DemandPlan(claims, pipeline, key)
@@ -241,8 +240,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     variants: list[ScoredClaim] = []
     left = list(plan.candidates)
     planned = plan.needed([], left)
-    prior = pipeline.rectify_detectable_share or None
-    needed = variants_wanted(planned, pipeline.rectify_surplus, prior) if planned else 0
+    needed = math.ceil(planned * (1 + pipeline.rectify_surplus))
     detectable: list[float] = []  # the share of the rewrites the release's adversarial filter leaves out, per check
     uses: list[int] = []  # the variants the selection uses, per check
 
