@@ -232,9 +232,9 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
     stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses, and with enough
     that the release's adversarial filter, leaving out the share of them it tells from natural claims, still keeps
-    as many as the selection uses; or when no candidate is left. A round is decided while the last one's slowest rewrites still run, counting on
-    them at the success rate so far, and checked once they are done (``overlapped_rounds``). Returns claim id ->
-    outcome of every rewrite made."""
+    as many as the selection uses; or when no candidate is left. A round is decided while the last one's slowest
+    rewrites still run, counting on them at the success rate so far, and checked once they are done
+    (``overlapped_rounds``). Returns claim id -> outcome of every rewrite made."""
     plan = DemandPlan(claims, pipeline, key)
     outcomes: dict[str, tuple] = {}
     variants: list[ScoredClaim] = []
