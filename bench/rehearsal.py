@@ -124,6 +124,8 @@ def stage_floors(rows: dict, cache: Path, slots: int, panel: PanelConfig) -> lis
                      f"{sum(calls.values()):,} calls: " + ", ".join(f"{m} {n:,}" for m, n in sorted(calls.items()))
                      + f"), x{r['wall_s'] / floor:.2f} (x{r['wall_s'] * mean / floor / panel.latency_median_s:.2f} "
                      "at the median)"
+                     + (f"; {busiest}'s slots held {r['slot_busy'][busiest]:.2f} from its first call to its last"
+                        if busiest in r.get("slot_busy", {}) else "")
                      + (f"; re-sent (llm.hedge_after_s) {sum(r['hedged'].values())}" if r.get("hedged") else ""))
     return lines
 
