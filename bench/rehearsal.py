@@ -119,11 +119,10 @@ def stage_floors(rows: dict, cache: Path, slots: int, panel: PanelConfig) -> lis
         if not calls:
             continue
         busiest = max(calls, key=calls.get)
-        floor = calls[busiest] * mean / slots
+        floor, at_median = calls[busiest] * mean / slots, calls[busiest] * panel.latency_median_s / slots
         lines.append(f"  {stage:<18} {r['wall_s']:6.0f} s, floor {floor:5.0f} s ({busiest} {calls[busiest]:,} of "
                      f"{sum(calls.values()):,} calls: " + ", ".join(f"{m} {n:,}" for m, n in sorted(calls.items()))
-                     + f"), x{r['wall_s'] / floor:.2f} (x{r['wall_s'] * mean / floor / panel.latency_median_s:.2f} "
-                     "at the median)"
+                     + f"), x{r['wall_s'] / floor:.2f} (x{r['wall_s'] / at_median:.2f} at the median)"
                      + (f"; {busiest}'s slots held {r['slot_busy'][busiest]:.2f} from its first call to its last"
                         if busiest in r.get("slot_busy", {}) else "")
                      + (f"; re-sent (llm.hedge_after_s) {sum(r['hedged'].values())}" if r.get("hedged") else ""))

@@ -271,7 +271,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
         if log:
             log.info(f"{STAGE}: {len(variants)} of {len(outcomes)} rewrites held, {len(running)} running; "
                      + (f"{len(batch)} more started for {more} variants lacking, {len(left)} candidates left" if batch
-                        else "no more needed" if running or more <= 0 else "no candidate left"))
+                        else "no more needed" if more <= 0 and (left or not running) else "no candidate left"))
         return batch
 
     first = left[:needed]
