@@ -162,7 +162,7 @@ def run_columnar(feed: Path, out: Path) -> dict:
     n_reviews = n_trusted = n_bad = 0
     review_ids, trusted_ids = [], []
     for quarter in merged.counts["quarter"].to_list():
-        reviews, bad, _ = quarter_slice(merged.reviews.lazy(), merged.rejects.lazy(), merged.counts.lazy(), quarter)
+        reviews, bad, _ = quarter_slice(merged.reviews, merged.rejects.lazy(), merged.counts.lazy(), quarter)
         reviews.write_parquet(out.with_suffix(f".{quarter}.reviews.parquet"))
         trusted, _, _ = filter_trusted(pl.read_parquet(out.with_suffix(f".{quarter}.reviews.parquet")), publishers)
         trusted.write_parquet(out.with_suffix(f".{quarter}.trusted.parquet"))

@@ -89,7 +89,7 @@ def test_bad_row_in_a_snapshot_is_quarantined_by_reviews_as_before(tmp_path):
     """The reviews asset's path: a quarter read from a snapshot, validated as a frame."""
     store = StoreResource(root=str(tmp_path))
     rows = [r for r in _rows() if r["quarter"] is not None]  # the quarter names the snapshot's partition
-    merged = Merged(reviews=_frame(rows), rejects=pl.DataFrame(schema=REJECT_SCHEMA),
+    merged = Merged(rows=_frame(rows).with_columns(_keep=True), rejects=pl.DataFrame(schema=REJECT_SCHEMA),
                     counts=pl.DataFrame({"quarter": ["2020Q2"], "rows_in": [len(rows)], "late": [0], "duplicate": [0]}))
     write_snapshot(store, "f" * 32, merged, [])
     frame, _quarantined, _stats = read_quarter(store, "f" * 32, "2020Q2")

@@ -13,14 +13,14 @@ import unicodedata
 from datetime import date, datetime, timezone
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 import polars as pl
 from dateutil import parser as dateparser
 
 from assets.common import stable_id
-from assets.ingestion.sources import normalize_claim_text, read_source
+from assets.ingestion.sources import ElementRef, normalize_claim_text, read_source
 from dagster_project.partitions import FIRST_DAY, LAST_DAY, in_date_range, quarter_of
 from schemas.frames import polars_schema, quarantine
 from schemas.records import Review
@@ -320,19 +320,22 @@ def _frame_of_clean(rows: list[dict]) -> pl.DataFrame:
 REJECT_SCHEMA = {"_seq": pl.Int64, "quarter": pl.Utf8, "reason": pl.Utf8, "source": pl.Utf8, "record": pl.Binary}
 
 
-def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH) -> tuple[list[pl.DataFrame], pl.DataFrame]:
-    """Every source's cleaned rows as frames in reading order (unmerged, ``_seq`` = reading order), and every
-    rejected record: its reading order, the quarter its own dates give ("" when it has none), reason, source and
-    the record as JSON text."""
+def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH,
+                   emit: Callable[[pl.DataFrame], None] | None = None,
+                   seq: int = 0) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """Every source's cleaned rows as frames in reading order (unmerged, ``_seq`` = reading order, counted on from
+    ``seq``), and every rejected record: its reading order, the quarter its own dates give ("" when it has none),
+    reason, source, the record as JSON text and ``_ref``, whether the record names an element by its index.
+    ``emit`` takes each frame as it is made instead of the list (which is then empty)."""
     frames: list[pl.DataFrame] = []
+    emit = emit or frames.append
     pending: list[tuple[dict, Any, str]] = []
     rejected: list[tuple] = []
-    seq = 0
 
     def reject(n: int, row: dict | None, reason: str, raw: Any, origin: str) -> None:
         row_quarter = (row.get("quarter") if row is not None else "") or _raw_quarter(raw)
         record = quarantine(STAGE, "", reason, raw).record.encode("utf-8", "surrogatepass")
-        rejected.append((n, row_quarter, reason, origin, record))
+        rejected.append((n, row_quarter, reason, origin, record, isinstance(raw, ElementRef)))
 
     def flush() -> None:
         simple, other = [], []
@@ -352,7 +355,7 @@ def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH) 
                 done["_seq"] = n
                 cleaned.append(done)
         batch_frame = pl.concat([good, _frame_of_clean(cleaned)]) if cleaned else good
-        frames.append(batch_frame.sort("_seq") if cleaned else batch_frame)  # frames stay in reading order
+        emit(batch_frame.sort("_seq") if cleaned else batch_frame)  # frames stay in reading order
         pending.clear()
 
     enabled = gc.isenabled()
@@ -372,5 +375,6 @@ def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH) 
     finally:
         if enabled:
             gc.enable()
-    rejects = pl.DataFrame(sorted(rejected, key=itemgetter(0)), schema=REJECT_SCHEMA, orient="row")
+    rejects = pl.DataFrame(sorted(rejected, key=itemgetter(0)), schema={**REJECT_SCHEMA, "_ref": pl.Boolean},
+                           orient="row")
     return frames, rejects

@@ -11,7 +11,8 @@ from typing import Any
 import polars as pl
 
 from assets.common import StageYield
-from assets.ingestion.cleaning import BATCH, REJECT_SCHEMA, REVIEW_SCHEMA, STAGE, _quarter_expr, collect_frames, detect_language
+from assets.ingestion.cleaning import BATCH, REJECT_SCHEMA, REVIEW_SCHEMA, STAGE, _quarter_expr, detect_language
+from assets.ingestion.feed_ranges import collect_sources
 from schemas.frames import validate_rows
 from schemas.records import QuarantineRecord, Review
 
@@ -24,9 +25,12 @@ _LATE = (pl.col("claim_date") > pl.col("review_date")).fill_null(False)
 def merge_frame(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Duplicates (same review_id) merged on frames in reading order: per review_id, the first non-empty value in
     source priority order (page > feed > API, then reading order); sources and appearance URLs concatenated without
-    repeats; the quarter from the merged dates. Returns the merged reviews whose claim date is not after the review
-    date, and per quarter the rows that went in, the late ones and the duplicates (``COUNT_SCHEMA``). The list is
-    emptied, so the frames are freed as soon as they are merged."""
+    repeats; the quarter from the merged dates. Returns every row read, in reading order, the first copy of each
+    review holding the merged values and ``_keep`` marking the merged reviews whose claim date is not after the
+    review date; and per quarter the rows that went in, the late ones and the duplicates (``COUNT_SCHEMA``).
+
+    No column is copied whole (a filter would copy every column: twice the feed in memory), and the list is emptied,
+    so the frames are freed as soon as they are merged."""
     df = pl.concat(frames, rechunk=False) if frames else pl.DataFrame(schema={**REVIEW_SCHEMA, "_seq": pl.Int64})
     frames.clear()
     prio = (pl.col("sources").list.first().str.extract(r"^([a-z]+):")
@@ -35,9 +39,11 @@ def merge_frame(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]
     df = df.with_columns(_prio=prio)
     if df["_prio"].n_unique() > 1:  # one kind of source: reading order is already priority order
         df = df.sort(["_prio", "_seq"])
+    first = (pl.col("_n") == 1) | pl.col("review_id").is_first_distinct()
     ordered = df.drop("_prio", "_seq").with_row_index("_pos").with_columns(
         _n=pl.len().over("review_id").cast(pl.UInt32),
         quarter=_quarter_expr(pl.coalesce("claim_date", "review_date")))  # the merged dates decide, below
+    ordered = ordered.with_columns(_first=first)
     del df
 
     def first_set(c: str) -> pl.Expr:
@@ -56,52 +62,60 @@ def merge_frame(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]
     ).with_columns(quarter=_quarter_expr(pl.coalesce("claim_date", "review_date")))
     repeated = repeated.with_columns(pl.col(c).fill_null("") for c in scalar if REVIEW_SCHEMA[c] == pl.Utf8).with_columns(
         pl.col("sources", "appearance_urls").list.drop_nulls())  # an empty list flattens to one null
-    # each review stays where its first copy is; a repeated one gets its merged values written over that copy,
-    # column by column and only where merging changed something (string data is shared, not copied)
-    firsts = ordered.filter((pl.col("_n") == 1) | pl.col("review_id").is_first_distinct()) if repeated.height else ordered
-    del ordered
-    repeated = repeated.sort("_pos")
-    before = firsts.filter(pl.col("_n") > 1)
-    changed = [c for c in repeated.columns
-               if c not in ("_pos", "review_id", "_n") and not before[c].equals(repeated[c], null_equal=True)]
-    if changed:
-        aligned = firsts.select("_pos").join(repeated.select("_pos", *changed), on="_pos", how="left",
-                                             maintain_order="left")
-        firsts = firsts.with_columns(
-            pl.when(pl.col("_n") > 1).then(aligned[c]).otherwise(pl.col(c)).alias(c) for c in changed)
-    counts = firsts.group_by("quarter").agg(
+    # a repeated review gets its merged values written over its first copy, column by column and only where merging
+    # changed something (string data is shared, not copied)
+    if repeated.height:
+        repeated = repeated.sort("_pos")
+        before = ordered.filter(pl.col("_first") & (pl.col("_n") > 1))
+        changed = [c for c in repeated.columns
+                   if c not in ("_pos", "review_id", "_n") and not before[c].equals(repeated[c], null_equal=True)]
+        del before
+        if changed:
+            aligned = ordered.select("_pos").join(repeated.select("_pos", *changed), on="_pos", how="left",
+                                                  maintain_order="left")
+            ordered = ordered.with_columns(
+                pl.when(pl.col("_first") & (pl.col("_n") > 1)).then(aligned[c]).otherwise(pl.col(c)).alias(c)
+                for c in changed)
+            del aligned
+    counts = ordered.lazy().filter(pl.col("_first")).group_by("quarter").agg(
         rows_in=pl.col("_n").sum().cast(pl.Int64), late=pl.col("_n").filter(_LATE).sum().cast(pl.Int64),
-        duplicate=(pl.col("_n") - 1).filter(~_LATE).sum().cast(pl.Int64)).sort("quarter")
-    keep = firsts.select(~_LATE).to_series()
-    return (firsts if keep.all() else firsts.filter(keep)).drop("_pos", "_n"), counts  # a filter copies every column
+        duplicate=(pl.col("_n") - 1).filter(~_LATE).sum().cast(pl.Int64)).sort("quarter").collect()
+    return ordered.with_columns(_keep=pl.col("_first") & ~_LATE).drop("_pos", "_n", "_first"), counts
 
 
-def fill_languages(kept: pl.DataFrame) -> pl.DataFrame:
-    """A review that no source gave a language gets the detected language of its claim, flagged as such."""
-    missing = kept.select(pl.col("claim_text").filter(pl.col("language") == "").unique()).to_series().to_list()
-    detected = {text: detect_language(text) for text in missing}
-    return kept.with_columns(
-        language_detected=pl.col("language") == "",
-        language=pl.when(pl.col("language") == "").then(pl.col("claim_text").replace_strict(detected, default=""))
-        .otherwise(pl.col("language")),
-    )
+def fill_languages(rows: pl.DataFrame) -> pl.DataFrame:
+    """A merged review that no source gave a language gets the detected language of its claim, flagged as such (the
+    rows without a language are looked up alone: a lookup over the whole column would build another one)."""
+    empty = rows.select(pl.arg_where(pl.col("language") == "")).to_series()
+    texts = rows["claim_text"].gather(empty)
+    wanted = texts.filter(rows["_keep"].gather(empty)).unique().to_list()
+    detected = {text: detect_language(text) for text in wanted}
+    found = texts.replace_strict(detected, default="", return_dtype=pl.Utf8)
+    return rows.with_columns(language_detected=pl.col("language") == "",
+                             language=rows["language"].clone().scatter(empty, found))
 
 
 @dataclass
 class Merged:
-    """Every source merged once: the reviews of all quarters (``quarter`` column), every rejected record (its own
-    quarter, "" when undated) and the per-quarter counts of the merge."""
+    """Every source merged once: ``rows``, every row read with ``_keep`` marking the merged reviews (``reviews``
+    reads them out quarter by quarter without a copy of the whole), every rejected record (its own quarter, "" when
+    undated) and the per-quarter counts of the merge."""
 
-    reviews: pl.DataFrame
+    rows: pl.DataFrame
     rejects: pl.DataFrame
     counts: pl.DataFrame
+
+    @property
+    def reviews(self) -> pl.LazyFrame:
+        """The merged reviews of all quarters (``quarter`` column)."""
+        return self.rows.lazy().filter(pl.col("_keep")).drop("_keep")
 
 
 def merge_sources(sources: list[tuple[str, str, Any]], batch: int = BATCH) -> Merged:
     """Read, clean and merge every source, all quarters at once."""
-    frames, rejects = collect_frames(sources, batch)
-    kept, counts = merge_frame(frames)
-    return Merged(fill_languages(kept).select(*REVIEW_SCHEMA), rejects, counts)
+    frames, rejects = collect_sources(sources, batch)
+    rows, counts = merge_frame(frames)
+    return Merged(fill_languages(rows).select(*REVIEW_SCHEMA, "_keep"), rejects, counts)
 
 
 def quarter_slice(reviews: pl.LazyFrame, rejects: pl.LazyFrame, counts: pl.LazyFrame,
@@ -136,6 +150,6 @@ def ingest(sources: list[tuple[str, str, Any]], quarter: str | None,
     Rows are merged across all sources before the quarter is chosen, so that a review's partition follows its
     merged dates. Records with no usable date are quarantined in every partition (they belong to none)."""
     merged = merge_sources(sources, batch)
-    frame, bad, stats = quarter_slice(merged.reviews.lazy(), merged.rejects.lazy(), merged.counts.lazy(), quarter)
+    frame, bad, stats = quarter_slice(merged.reviews, merged.rejects.lazy(), merged.counts.lazy(), quarter)
     good, invalid = validate_rows(frame.iter_rows(named=True), Review, STAGE, quarter or "all")
     return good, bad + invalid, stats

@@ -50,8 +50,9 @@ def write_snapshot(store: StoreResource, fp: str, merged: Merged, sources: list[
     shutil.rmtree(tmp, ignore_errors=True)
     quarters: dict[str, int] = {}
     # one quarter's copy at a time (partition_by would copy them all at once: twice the feed in memory)
-    for quarter in merged.reviews.get_column("quarter").unique(maintain_order=True).to_list():
-        part = merged.reviews.filter(pl.col("quarter") == quarter).drop("quarter")
+    found = merged.reviews.select(pl.col("quarter").unique(maintain_order=True)).collect()
+    for quarter in found.to_series().to_list():
+        part = merged.reviews.filter(pl.col("quarter") == quarter).drop("quarter").collect()
         folder = tmp / "reviews" / f"quarter={quarter}"
         folder.mkdir(parents=True)
         part.write_parquet(folder / "part-0.parquet", compression="zstd", statistics=True)
@@ -60,7 +61,7 @@ def write_snapshot(store: StoreResource, fp: str, merged: Merged, sources: list[
     tmp.mkdir(parents=True, exist_ok=True)
     merged.rejects.write_parquet(tmp / "rejects.parquet", compression="zstd", statistics=True)
     merged.counts.write_parquet(tmp / "counts.parquet", statistics=True)
-    manifest = {"fingerprint": fp, "format": SNAPSHOT_FORMAT, "sources": sources, "reviews": merged.reviews.height,
+    manifest = {"fingerprint": fp, "format": SNAPSHOT_FORMAT, "sources": sources, "reviews": sum(quarters.values()),
                 "rejects": merged.rejects.height, "quarters": dict(sorted(quarters.items()))}
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
     try:

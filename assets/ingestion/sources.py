@@ -277,13 +277,17 @@ class _FeedText:
     Bytes that are not UTF-8 are kept as the lone surrogates U+DC80..U+DCFF (``surrogateescape``), which no valid
     UTF-8 text holds, so the record that holds them can be told and quarantined alone."""
 
-    def __init__(self, stream: BinaryIO) -> None:
+    def __init__(self, stream: BinaryIO, offset: int = 0, stops: Iterable[int] = ()) -> None:
         self.stream = stream
         self.text, self.pos = "", 0
         self.eof = False
         self.dirty = False  # a read held bytes that are not UTF-8
         self._pending = b""  # the start of a UTF-8 sequence that the next read completes
-        self._started = False
+        self._started = offset > 0  # a byte order mark is looked for at the start of the file only
+        self.consumed = offset  # the file offset of the next read
+        # Byte offsets, ascending, where the reader may stop (``stream_datafeed``'s ranges): ``stop_pos`` is the text
+        # index of the first once the text reaches it, -1 when that offset is no character boundary of the text.
+        self.stops, self.stop_pos, self.passed = list(stops), None, 0
 
     def more(self, at_least: int = _READ) -> bool:
         """Read on (at least ``at_least`` bytes, at most a record's cap); False at the end of the stream."""
@@ -291,6 +295,7 @@ class _FeedText:
             return False
         data = self.stream.read(max(_READ, min(at_least, MAX_RECORD_CHARS)))
         final = not data
+        self.consumed += len(data)
         data = self._pending + data
         try:
             text, used = codecs.utf_8_decode(data, "strict", final)
@@ -300,9 +305,40 @@ class _FeedText:
         self._pending = data[used:]
         if not self._started:
             text, self._started = text.removeprefix("\ufeff"), True  # a byte order mark is not content
+        dropped = self.pos
         self.text, self.pos = self.text[self.pos:] + text, 0
         self.eof = final
+        if self.stop_pos is not None:
+            self.stop_pos -= dropped
+        elif self.stops:
+            self._place_stop()
         return bool(text) or not final
+
+    def _place_stop(self) -> None:
+        """Find the first stop in the text once the text reaches it (the text is encoded again once per stop)."""
+        end = self.consumed - len(self._pending)  # the file offset just after the text
+        if end < self.stops[0] and not self.eof:
+            return
+        raw = self.text.encode("utf-8", "surrogateescape")
+        k = self.stops[0] - (end - len(raw))
+        at = len(raw[:k].decode("utf-8", "surrogateescape")) if 0 <= k <= len(raw) else -1
+        self.stop_pos = at if at >= 0 and len(self.text[:at].encode("utf-8", "surrogateescape")) == k else -1
+
+    def at_stop(self) -> bool:
+        """Whether the cursor is exactly at the first stop; a stop the cursor went past (it was inside a value, or
+        is no character boundary) is dropped for the next (``passed`` counts them)."""
+        while self.stops:
+            if self.stop_pos is None:
+                return False
+            if self.pos == self.stop_pos:
+                return True
+            if 0 <= self.pos < self.stop_pos:
+                return False
+            self.stops.pop(0)
+            self.stop_pos, self.passed = None, self.passed + 1
+            if self.stops:
+                self._place_stop()
+        return False
 
     def peek(self) -> str:
         """The next character after whitespace ("" at the end of the stream); the cursor moves to it."""
@@ -403,47 +439,75 @@ class _FeedText:
             i = self.pos
 
 
-def stream_datafeed(source: str | os.PathLike | BinaryIO, origin: str) -> Iterator[Triple]:
+class ElementRef(dict):
+    """The record of a quarantined element that names the element by its index (``element``, ``elements_read``): a
+    feed read in byte ranges renumbers these (``assets.ingestion.feed_ranges``)."""
+
+
+@dataclass
+class FeedRange:
+    """What ``stream_datafeed`` read: the elements (the next one's index) and, when it was given stops, the index of
+    the stop it ended at (None: it read to the end of the feed)."""
+
+    elements: int = 0
+    stopped_at: int | None = None
+
+
+def stream_datafeed(source: str | os.PathLike | BinaryIO, origin: str, start: int | None = None,
+                    stops: Iterable[int] = (), outcome: FeedRange | None = None) -> Iterator[Triple]:
     """Yield the rows of a DataFeed file one ``dataFeedElement`` at a time (memory does not grow with the file).
 
     Each element is parsed alone (Python's C decoder), within ``MAX_RECORD_CHARS`` and ``MAX_RECORD_DEPTH``: an
     element over a cap, one that does not parse, and each item holding bytes that are not UTF-8 are quarantined
     alone (``record_too_large``, ``record_too_deep``, ``malformed_record_json``, ``invalid_utf8``), and the
     elements after them are read. A file cut mid-JSON yields every element before the cut, then one
-    ``truncated_feed`` record; broken structure between elements ends the feed with ``malformed_feed_json``."""
+    ``truncated_feed`` record; broken structure between elements ends the feed with ``malformed_feed_json``.
+
+    A byte range of the file (``assets.ingestion.feed_ranges``): ``start`` is the file offset of an element of the
+    ``dataFeedElement`` list, read as if the elements before it had been (numbered from 0 there); the reading ends
+    early at the first of ``stops`` (file offsets) where an element starts, and ``outcome`` says which one."""
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as fh:
-            yield from stream_datafeed(fh, origin)
+            yield from stream_datafeed(fh, origin, start, stops, outcome)
         return
-    feed = _FeedText(source)
-    read = 0  # elements read so far
-    found_list = False
+    if start is not None:
+        source.seek(start)
+    feed = _FeedText(source, start or 0, stops)
+    outcome = outcome if outcome is not None else FeedRange()
+    found_list = inside = start is not None  # a range that starts at an element is inside the list
     try:
-        first = feed.peek()
-        if first != "{":
-            if first in _FIRST_EVENT or first == "-" or first.isdigit():
-                event = _FIRST_EVENT.get(first, "number")
-                yield None, "feed_without_dataFeedElement", {"origin": origin, "first_event": event}
-                return
-            feed.fail(first, "a DataFeed is a JSON object")
-        feed.pos += 1
-        if feed.peek() == "}":
+        if not inside:
+            first = feed.peek()
+            if first != "{":
+                if first in _FIRST_EVENT or first == "-" or first.isdigit():
+                    event = _FIRST_EVENT.get(first, "number")
+                    yield None, "feed_without_dataFeedElement", {"origin": origin, "first_event": event}
+                    return
+                feed.fail(first, "a DataFeed is a JSON object")
+            feed.pos += 1
+        if not inside and feed.peek() == "}":
             feed.pos += 1
         else:
             while True:
-                if feed.peek() != '"':
-                    feed.fail(feed.peek(), "expected a key of the DataFeed")
-                key, problem = feed.value()
-                feed.expect(":", f"after the key {key!r}")
-                if key == _ELEMENTS and feed.peek() == "[":
+                if not inside:
+                    if feed.peek() != '"':
+                        feed.fail(feed.peek(), "expected a key of the DataFeed")
+                    key, problem = feed.value()
+                    feed.expect(":", f"after the key {key!r}")
+                if inside or (key == _ELEMENTS and feed.peek() == "["):
                     found_list = True
-                    feed.pos += 1
+                    feed.pos += 0 if inside else 1
+                    inside = False
                     after = feed.peek()
                     while after != "]":
+                        if feed.stops and feed.peek() and feed.at_stop():
+                            outcome.stopped_at = feed.passed
+                            return
                         element, problem = feed.value()
-                        i, read = read, read + 1
+                        i = outcome.elements
+                        outcome.elements += 1
                         if problem and element is None:
-                            yield None, problem, {"origin": origin, "element": i}
+                            yield None, problem, ElementRef(origin=origin, element=i)
                         else:  # invalid_utf8 with the element parsed: only its items that hold the bytes go
                             yield from datafeed_element_rows(element, i, origin, undecodable=bool(problem))
                         after = feed.peek()
@@ -463,7 +527,7 @@ def stream_datafeed(source: str | os.PathLike | BinaryIO, origin: str) -> Iterat
         if feed.peek() != "":
             feed.fail(feed.peek(), "expected the end of the file after the DataFeed")
     except _FeedEnd as end:
-        yield None, end.reason, {"origin": origin, "elements_read": read, "error": end.error[:300]}
+        yield None, end.reason, ElementRef(origin=origin, elements_read=outcome.elements, error=end.error[:300])
         return
     if not found_list:
         yield None, "feed_without_dataFeedElement", {"origin": origin, "first_event": "start_map"}

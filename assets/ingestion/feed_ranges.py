@@ -1,0 +1,200 @@
+"""Stage 1's read of a large local DataFeed on every core: the file is cut into byte ranges at element starts, and
+each range is parsed and cleaned in a process of its own, while the stage's process waits. The result is the one a
+single reader gives, frame for frame and reject for reject.
+
+Where a range starts is a guess: a ``}, {`` near the cut after which an object with an ``item`` decodes. The reader
+of the range before checks it: it stops where it finds an element starting at exactly that offset. If it does not
+(the guess fell inside an element, or in a string), it reads on to the next cut, and the range that started at the
+bad guess is not used. So a bad guess costs time, never a row. Each range numbers its elements and records from 0;
+their numbers (``_seq``, the element index in ``sources``, the index a quarantined element names) are moved by what
+the ranges before it read.
+
+The range processes are spawned (the stage's process has threads and open connections that a fork would copy) and
+write their frames to Arrow files in a scratch folder, so that the stage's process holds only the cleaned frames,
+not the garbage of parsing 400,000 records; a machine with one core, a feed under ``2 * RANGE_MIN_BYTES``, and a
+process that may not start children (a Celery worker's) read the feed in the stage's process, as before.
+"""
+
+import json
+import logging
+import multiprocessing
+import os
+import re
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any, Iterable
+
+import polars as pl
+
+from assets.ingestion.cleaning import BATCH, STAGE, collect_frames
+from assets.ingestion.sources import _DECODER, _WS, FeedRange, stream_datafeed
+from schemas.frames import quarantine
+
+log = logging.getLogger(__name__)
+
+RANGE_MIN_BYTES = 48 << 20  # a range smaller than this does not pay for its process (about 1 s to start one)
+_WINDOW = 1 << 20  # bytes looked at after each cut for an element start
+_PROBE = 1 << 16  # bytes decoded to try one candidate start (an element is a few KB)
+_CANDIDATES = 64  # candidate starts tried per cut
+_GAP = re.compile(rb"\}[ \t\n\r]*,[ \t\n\r]*\{")
+_SOURCE = r"^(?P<pre>.*#)(?P<element>\d+)(?P<item>\.\d+)$"  # feed:<origin>#<element>.<item>
+
+
+def range_count(path: str | os.PathLike, workers: int | None = None) -> int:
+    """How many ranges to read a feed file in: one per core, each at least ``RANGE_MIN_BYTES``."""
+    cores = workers or len(os.sched_getaffinity(0))
+    return max(1, min(cores, os.path.getsize(path) // RANGE_MIN_BYTES))
+
+
+def _element_start(window: bytes) -> int | None:
+    """The offset in ``window`` of the first ``{`` after a ``}, `` that opens an object with an ``item`` member
+    followed by ``,`` or ``]``: likely a ``dataFeedElement`` entry."""
+    for tried, gap in enumerate(_GAP.finditer(window)):
+        if tried >= _CANDIDATES:
+            return None
+        at = gap.end() - 1
+        text = window[at:at + _PROBE].decode("utf-8", "surrogateescape")
+        try:
+            value, end = _DECODER.raw_decode(text)
+        except (ValueError, RecursionError):
+            continue
+        after = _WS.match(text, end).end()
+        if isinstance(value, dict) and "item" in value and text[after:after + 1] in (",", "]"):
+            return at
+    return None
+
+
+def element_starts(path: str | os.PathLike, ranges: int) -> list[int]:
+    """File offsets, ascending, where an element seems to start, one after each of the ``ranges - 1`` even cuts
+    where one is found (unchecked: ``stream_datafeed`` checks them as it reads)."""
+    size = os.path.getsize(path)
+    starts: list[int] = []
+    with open(path, "rb") as fh:
+        for k in range(1, ranges):
+            cut = size * k // ranges
+            fh.seek(cut)
+            at = _element_start(fh.read(_WINDOW))
+            if at is not None and (not starts or cut + at > starts[-1]):
+                starts.append(cut + at)
+    return starts
+
+
+def read_range(path: str, origin: str, start: int | None, stops: list[int], folder: str, part: int,
+               batch: int = BATCH) -> dict:
+    """One range's cleaned frames and rejects, written to Arrow files in ``folder`` (in a range process)."""
+    outcome, files, rows = FeedRange(), [], 0
+
+    def write(frame: pl.DataFrame) -> None:
+        nonlocal rows
+        name = Path(folder) / f"{part:03d}-{len(files):06d}.arrow"
+        frame.write_ipc(name)
+        files.append(str(name))
+        rows += frame.height
+
+    _, rejects = collect_frames([("rows", origin, stream_datafeed(path, origin, start, stops, outcome))], batch, write)
+    name = Path(folder) / f"{part:03d}-rejects.arrow"
+    rejects.write_ipc(name)
+    return {"files": files, "rejects": str(name), "records": rows + rejects.height, "elements": outcome.elements,
+            "stopped_at": outcome.stopped_at}
+
+
+def _renumbered(frame: pl.DataFrame, seq: int, elements: int) -> pl.DataFrame:
+    """A range's frame with the records and elements of the ranges before it counted in."""
+    if not elements:
+        return frame.with_columns(pl.col("_seq") + seq)
+    source = pl.col("sources").list.first().str.extract_groups(_SOURCE)
+    moved = pl.concat_str(source.struct.field("pre"),
+                          (source.struct.field("element").cast(pl.Int64) + elements).cast(pl.Utf8),
+                          source.struct.field("item"))
+    return frame.with_columns(pl.col("_seq") + seq, pl.concat_list(moved).alias("sources"))
+
+
+def _renumbered_rejects(rejects: pl.DataFrame, seq: int, elements: int) -> pl.DataFrame:
+    rejects = rejects.with_columns(pl.col("_seq") + seq)
+    if not elements or not rejects["_ref"].any():
+        return rejects
+    records = []
+    for reason, record, ref in rejects.select("reason", "record", "_ref").iter_rows():
+        if ref:
+            raw = json.loads(record.decode("utf-8", "surrogatepass"))
+            for key in ("element", "elements_read"):
+                if key in raw:
+                    raw[key] += elements
+            record = quarantine(STAGE, "", reason, raw).record.encode("utf-8", "surrogatepass")
+        records.append(record)
+    return rejects.with_columns(record=pl.Series(records, dtype=pl.Binary))
+
+
+def read_ranges(path: str | os.PathLike, origin: str, starts: list[int], seq: int = 0, batch: int = BATCH,
+                processes: bool = True) -> tuple[list[pl.DataFrame], pl.DataFrame, int, list[int]]:
+    """A feed file read in the ranges that ``starts`` (ascending file offsets) begin, each in a spawned process of
+    its own (``processes``; else one after another here): (frames, rejects, records read, the ranges used),
+    numbered on from ``seq`` as ``collect_frames`` numbers them."""
+    with tempfile.TemporaryDirectory(prefix="veritas-feed-ranges-") as folder:
+        jobs = [(str(path), origin, start, starts[i:], folder, i, batch) for i, start in enumerate([None, *starts])]
+        if not processes:
+            parts = [read_range(*job) for job in jobs]
+        else:
+            with ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+                try:
+                    parts = [future.result() for future in [pool.submit(read_range, *job) for job in jobs]]
+                except BrokenProcessPool as err:
+                    raise RuntimeError(f"a process reading a byte range of {path} died ({err}): see the machine's "
+                                       "memory, and materialize review_snapshot again") from err
+        # the range processes are gone: only the frames are held here
+        frames: list[pl.DataFrame] = []
+        rejects: list[pl.DataFrame] = []
+        used, elements, k = [], 0, 0
+        while True:
+            part = parts[k]
+            used.append(k)
+            frames += [_renumbered(pl.read_ipc(name, memory_map=False), seq, elements) for name in part["files"]]
+            rejects.append(_renumbered_rejects(pl.read_ipc(part["rejects"], memory_map=False), seq, elements))
+            seq, elements = seq + part["records"], elements + part["elements"]
+            if part["stopped_at"] is None:
+                return frames, pl.concat(rejects), seq, used
+            k += 1 + part["stopped_at"]
+
+
+def read_feed_ranges(path: str | os.PathLike, origin: str, seq: int, batch: int = BATCH,
+                     workers: int | None = None) -> tuple[list[pl.DataFrame], pl.DataFrame, int] | None:
+    """A local feed file read in byte ranges on every core (``read_ranges``); None where one process reads it (see
+    the module's docstring)."""
+    ranges = range_count(path, workers)
+    if ranges < 2 or multiprocessing.current_process().daemon:
+        return None
+    starts = element_starts(path, ranges)
+    if not starts:
+        return None
+    began = time.monotonic()
+    frames, rejects, seq, used = read_ranges(path, origin, starts, seq, batch)
+    unused = sorted(set(range(len(starts) + 1)) - set(used))
+    log.info(f"{origin}: read in {len(used)} byte ranges (starts {starts}"
+             f"{f'; not element starts, read by the range before: {unused}' if unused else ''}) in "
+             f"{time.monotonic() - began:.1f}s")
+    return frames, rejects, seq
+
+
+def collect_sources(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH,
+                    workers: int | None = None) -> tuple[list[pl.DataFrame], pl.DataFrame]:
+    """``collect_frames`` of every source, a large local feed file read in byte ranges on every core."""
+    frames: list[pl.DataFrame] = []
+    rejects: list[pl.DataFrame] = []
+    seq = 0
+    for kind, origin, payload in sources:
+        read = None
+        if kind == "datafeed" and isinstance(payload, (str, os.PathLike)) and os.path.isfile(payload):
+            read = read_feed_ranges(payload, origin, seq, batch, workers)
+        if read is None:
+            got, rejected = collect_frames([(kind, origin, payload)], batch, seq=seq)
+            read = got, rejected, seq + sum(f.height for f in got) + rejected.height
+        frames += read[0]
+        rejects.append(read[1])
+        seq = read[2]
+    if not rejects:  # no source: no frame, and no reject in the rejects' schema
+        frames, rejected = collect_frames([], batch)
+        rejects.append(rejected)
+    return frames, pl.concat(rejects).drop("_ref")
