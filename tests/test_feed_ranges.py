@@ -14,6 +14,8 @@ from polars.testing import assert_frame_equal
 from assets.ingestion import feed_ranges
 from assets.ingestion.cleaning import collect_frames
 from assets.ingestion.feed_ranges import collect_sources, element_starts, read_ranges
+from assets.ingestion.languages import detect_language
+from assets.ingestion.merging import merge_sources
 from assets.ingestion.sources import MAX_RECORD_DEPTH
 from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
 
@@ -68,7 +70,8 @@ def serial(path) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def assert_same(path, starts: list[int], processes: bool = False, expected=None) -> list[int]:
-    frames, rejects, records, used = read_ranges(path, "feed.json", starts, 0, BATCH, processes=processes)
+    frames, rejects, records, used, _languages = read_ranges(path, "feed.json", starts, 0, BATCH,
+                                                             processes=processes)
     whole, whole_rejects = expected or serial(path)
     assert_frame_equal(pl.concat(frames), whole)
     assert_frame_equal(rejects, whole_rejects)
@@ -104,7 +107,8 @@ def test_every_cut_gives_what_one_reader_gives(real_items, hostile_feed):
 def test_the_ranges_renumber_the_elements_a_rejected_record_names(hostile_feed):
     data = hostile_feed.read_bytes()
     cut = data.index(ELEMENT, len(data) // 2)  # before the broken elements, which are numbered 100 and 110
-    frames, rejects, _records, used = read_ranges(hostile_feed, "feed.json", [cut], 0, BATCH, processes=False)
+    frames, rejects, _records, used, _languages = read_ranges(hostile_feed, "feed.json", [cut], 0, BATCH,
+                                                              processes=False)
     assert used == [0, 1]
     named = [json.loads(r) for r in rejects.filter(pl.col("_ref"))["record"].to_list()]
     assert {r["element"] for r in named} == {100, 110}  # the file's own numbers, not the range's
@@ -147,7 +151,22 @@ def test_collect_sources_numbers_on_across_sources(real_items, tmp_path, monkeyp
     sources = [("factcheck_api", "api-1", claims), ("datafeed", "feed.json", str(path)),
                ("factcheck_api", "api-2", claims)]
     monkeypatch.setattr(feed_ranges, "RANGE_MIN_BYTES", path.stat().st_size // 3)
-    frames, rejects = collect_sources(sources, BATCH, workers=2)
+    frames, rejects, languages = collect_sources(sources, BATCH, workers=2)
     whole, whole_rejects = collect_frames(sources, BATCH)
     assert_frame_equal(pl.concat(frames), pl.concat(whole))
     assert_frame_equal(rejects, whole_rejects.drop("_ref"))
+    assert languages and all(detect_language(text) == language for text, language in languages.items())
+
+
+def test_the_merged_reviews_are_those_of_one_reader(hostile_feed, monkeypatch):
+    """Through the merge: the same reviews, languages detected the same way, the same rejects and counts."""
+    sources = [("datafeed", "feed.json", str(hostile_feed))]
+    monkeypatch.setattr(feed_ranges, "RANGE_MIN_BYTES", 1 << 40)
+    one = merge_sources(sources)
+    monkeypatch.setattr(feed_ranges, "RANGE_MIN_BYTES", hostile_feed.stat().st_size // 2)
+    monkeypatch.setattr(feed_ranges, "range_count", lambda path, workers=None: 2)
+    ranged = merge_sources(sources)
+    assert one.rows["language_detected"].sum() > 50
+    assert_frame_equal(ranged.reviews.collect(), one.reviews.collect())
+    assert_frame_equal(ranged.rejects, one.rejects)
+    assert_frame_equal(ranged.counts, one.counts)

@@ -91,15 +91,6 @@ def _parse_date(value: Any) -> date | None:
         raise ValueError(f"date out of range: {err}") from err
 
 
-@lru_cache(maxsize=65536)
-def detect_language(text: str) -> str:
-    """The language of a claim whose record names none (py3langid; texts repeat across sources, hence the cache)."""
-    import py3langid
-
-    return py3langid.classify(text)[0] if text.strip() else ""
-
-
-
 _INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp"}  # control, format (zero-width, bidi) and space characters
 
 

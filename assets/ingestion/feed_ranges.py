@@ -30,6 +30,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from assets.ingestion.cleaning import BATCH, STAGE, collect_frames
+from assets.ingestion.languages import detect_languages
 from assets.ingestion.sources import _DECODER, _WS, FeedRange, stream_datafeed
 from schemas.frames import quarantine
 
@@ -128,41 +129,51 @@ def _renumbered_rejects(rejects: pl.DataFrame, seq: int, elements: int) -> pl.Da
     return rejects.with_columns(record=pl.Series(records, dtype=pl.Binary))
 
 
+def _run(processes: bool, workers: int, calls: list[tuple], path) -> list:
+    """``fn(*args)`` of each call, in spawned processes (else here, one after another), in order."""
+    if not processes:
+        return [fn(*args) for fn, *args in calls]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return [future.result() for future in [pool.submit(*call) for call in calls]]
+        except BrokenProcessPool as err:
+            raise RuntimeError(f"a process reading {path} died ({err}): see the machine's memory, and materialize "
+                               "review_snapshot again") from err
+
+
 def read_ranges(path: str | os.PathLike, origin: str, starts: list[int], seq: int = 0, batch: int = BATCH,
-                processes: bool = True) -> tuple[list[pl.DataFrame], pl.DataFrame, int, list[int]]:
+                processes: bool = True) -> tuple[list[pl.DataFrame], pl.DataFrame, int, list[int], dict[str, str]]:
     """A feed file read in the ranges that ``starts`` (ascending file offsets) begin, each in a spawned process of
-    its own (``processes``; else one after another here): (frames, rejects, records read, the ranges used),
-    numbered on from ``seq`` as ``collect_frames`` numbers them."""
+    its own (``processes``; else one after another here): (frames, rejects, records read, the ranges used, the
+    detected language of each claim text that came without one), numbered on from ``seq`` as ``collect_frames``
+    numbers them."""
     with tempfile.TemporaryDirectory(prefix="veritas-feed-ranges-") as folder:
         jobs = [(str(path), origin, start, starts[i:], folder, i, batch) for i, start in enumerate([None, *starts])]
-        if not processes:
-            parts = [read_range(*job) for job in jobs]
-        else:
-            with ProcessPoolExecutor(len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
-                try:
-                    parts = [future.result() for future in [pool.submit(read_range, *job) for job in jobs]]
-                except BrokenProcessPool as err:
-                    raise RuntimeError(f"a process reading a byte range of {path} died ({err}): see the machine's "
-                                       "memory, and materialize review_snapshot again") from err
-        # the range processes are gone: only the frames are held here
+        parts = _run(processes, len(jobs), [(read_range, *job) for job in jobs], path)
+        used, k = [0], 0
+        while parts[k]["stopped_at"] is not None:
+            k += 1 + parts[k]["stopped_at"]
+            used.append(k)
+        # the range processes are gone; the languages that no record names are detected in a process of their own,
+        # whose model (about 75 MB) is not held beside the frames
+        files = [name for k in used for name in parts[k]["files"]]
+        texts = pl.scan_ipc(files).filter(pl.col("language") == "").select(pl.col("claim_text").unique()).collect()
+        languages = _run(processes, 1, [(detect_languages, texts.to_series().to_list())], path)[0]
         frames: list[pl.DataFrame] = []
         rejects: list[pl.DataFrame] = []
-        used, elements, k = [], 0, 0
-        while True:
+        elements = 0
+        for k in used:
             part = parts[k]
-            used.append(k)
             frames += [_renumbered(pl.read_ipc(name, memory_map=False), seq, elements) for name in part["files"]]
             rejects.append(_renumbered_rejects(pl.read_ipc(part["rejects"], memory_map=False), seq, elements))
             seq, elements = seq + part["records"], elements + part["elements"]
-            if part["stopped_at"] is None:
-                return frames, pl.concat(rejects), seq, used
-            k += 1 + part["stopped_at"]
+    return frames, pl.concat(rejects), seq, used, languages
 
 
 def read_feed_ranges(path: str | os.PathLike, origin: str, seq: int, batch: int = BATCH,
-                     workers: int | None = None) -> tuple[list[pl.DataFrame], pl.DataFrame, int] | None:
-    """A local feed file read in byte ranges on every core (``read_ranges``); None where one process reads it (see
-    the module's docstring)."""
+                     workers: int | None = None) -> tuple[list[pl.DataFrame], pl.DataFrame, int, dict[str, str]] | None:
+    """A local feed file read in byte ranges on every core (``read_ranges``, less the ranges used); None where one
+    process reads it (see the module's docstring)."""
     ranges = range_count(path, workers)
     if ranges < 2 or multiprocessing.current_process().daemon:
         return None
@@ -170,19 +181,21 @@ def read_feed_ranges(path: str | os.PathLike, origin: str, seq: int, batch: int 
     if not starts:
         return None
     began = time.monotonic()
-    frames, rejects, seq, used = read_ranges(path, origin, starts, seq, batch)
+    frames, rejects, seq, used, languages = read_ranges(path, origin, starts, seq, batch)
     unused = sorted(set(range(len(starts) + 1)) - set(used))
     log.info(f"{origin}: read in {len(used)} byte ranges (starts {starts}"
              f"{f'; not element starts, read by the range before: {unused}' if unused else ''}) in "
              f"{time.monotonic() - began:.1f}s")
-    return frames, rejects, seq
+    return frames, rejects, seq, languages
 
 
-def collect_sources(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH,
-                    workers: int | None = None) -> tuple[list[pl.DataFrame], pl.DataFrame]:
-    """``collect_frames`` of every source, a large local feed file read in byte ranges on every core."""
+def collect_sources(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH, workers: int | None = None
+                    ) -> tuple[list[pl.DataFrame], pl.DataFrame, dict[str, str]]:
+    """``collect_frames`` of every source, a large local feed file read in byte ranges on every core, and the
+    languages detected there (claim text -> language) for the claims that came without one."""
     frames: list[pl.DataFrame] = []
     rejects: list[pl.DataFrame] = []
+    languages: dict[str, str] = {}
     seq = 0
     for kind, origin, payload in sources:
         read = None
@@ -190,11 +203,12 @@ def collect_sources(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH,
             read = read_feed_ranges(payload, origin, seq, batch, workers)
         if read is None:
             got, rejected = collect_frames([(kind, origin, payload)], batch, seq=seq)
-            read = got, rejected, seq + sum(f.height for f in got) + rejected.height
+            read = got, rejected, seq + sum(f.height for f in got) + rejected.height, {}
         frames += read[0]
         rejects.append(read[1])
         seq = read[2]
+        languages.update(read[3])
     if not rejects:  # no source: no frame, and no reject in the rejects' schema
         frames, rejected = collect_frames([], batch)
         rejects.append(rejected)
-    return frames, pl.concat(rejects).drop("_ref")
+    return frames, pl.concat(rejects).drop("_ref"), languages

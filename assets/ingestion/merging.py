@@ -11,8 +11,9 @@ from typing import Any
 import polars as pl
 
 from assets.common import StageYield
-from assets.ingestion.cleaning import BATCH, REJECT_SCHEMA, REVIEW_SCHEMA, STAGE, _quarter_expr, detect_language
+from assets.ingestion.cleaning import BATCH, REJECT_SCHEMA, REVIEW_SCHEMA, STAGE, _quarter_expr
 from assets.ingestion.feed_ranges import collect_sources
+from assets.ingestion.languages import detect_languages
 from schemas.frames import validate_rows
 from schemas.records import QuarantineRecord, Review
 
@@ -83,16 +84,17 @@ def merge_frame(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]
     return ordered.with_columns(_keep=pl.col("_first") & ~_LATE).drop("_pos", "_n", "_first"), counts
 
 
-def fill_languages(rows: pl.DataFrame) -> pl.DataFrame:
-    """A merged review that no source gave a language gets the detected language of its claim, flagged as such (the
-    rows without a language are looked up alone: a lookup over the whole column would build another one)."""
+def fill_languages(rows: pl.DataFrame, known: dict[str, str] | None = None) -> pl.DataFrame:
+    """A merged review that no source gave a language gets the detected language of its claim (``known``, else
+    detected now), flagged as such. Only the rows without a language are looked up: a lookup over the whole column
+    would build another one."""
     empty = rows.select(pl.arg_where(pl.col("language") == "")).to_series()
     texts = rows["claim_text"].gather(empty)
-    wanted = texts.filter(rows["_keep"].gather(empty)).unique().to_list()
-    detected = {text: detect_language(text) for text in wanted}
-    found = texts.replace_strict(detected, default="", return_dtype=pl.Utf8)
+    known = known or {}
+    missing = [t for t in texts.filter(rows["_keep"].gather(empty)).unique().to_list() if t not in known]
+    found = {**known, **detect_languages(missing)} if missing else known
     return rows.with_columns(language_detected=pl.col("language") == "",
-                             language=rows["language"].clone().scatter(empty, found))
+                             language=rows["language"].clone().scatter(empty, texts.replace_strict(found, default="")))
 
 
 @dataclass
@@ -113,9 +115,9 @@ class Merged:
 
 def merge_sources(sources: list[tuple[str, str, Any]], batch: int = BATCH) -> Merged:
     """Read, clean and merge every source, all quarters at once."""
-    frames, rejects = collect_sources(sources, batch)
+    frames, rejects, languages = collect_sources(sources, batch)
     rows, counts = merge_frame(frames)
-    return Merged(fill_languages(rows).select(*REVIEW_SCHEMA, "_keep"), rejects, counts)
+    return Merged(fill_languages(rows, languages).select(*REVIEW_SCHEMA, "_keep"), rejects, counts)
 
 
 def quarter_slice(reviews: pl.LazyFrame, rejects: pl.LazyFrame, counts: pl.LazyFrame,
