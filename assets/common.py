@@ -1,6 +1,5 @@
 """What every stage asset shares: reading the upstream table, writing its own, and reporting its yield."""
 
-import hashlib
 import os
 import sysconfig
 import time
@@ -13,6 +12,7 @@ import dagster as dg
 import polars as pl
 from pydantic import BaseModel
 
+from assets.ids import stable_id  # noqa: F401 - re-exported: the stages import it from here
 from dagster_project.partitions import quarterly_partitions, to_key, to_label
 from dagster_project.resources.store import StoreResource
 from schemas.frames import to_frame, validate_frame, validate_rows
@@ -36,10 +36,6 @@ def stage_asset(group: str, description: str, deps: tuple[str, ...] = (), pool: 
         partitions_def=PARTITIONS, group_name=group, kinds=set(kinds), deps=list(deps), pool=pool, description=description,
         retry_policy=TRANSIENT_RETRY if pool else None, name=name,
     )
-
-
-def stable_id(*parts: str, length: int = 16) -> str:
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:length]
 
 
 def quarter_of_context(context: dg.AssetExecutionContext) -> str:

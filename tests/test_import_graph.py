@@ -153,3 +153,13 @@ def test_an_ingestion_backfill_process_imports_no_library_that_only_later_stages
               " '2020Q1', '--until', 'trusted_reviews']\n"
               "runpy.run_module('dagster_project.cli', run_name='__main__')\n")
     assert later_stage_libraries_loaded(script, ROOT) == []
+
+
+def test_a_feed_range_process_starts_without_dagster():
+    """Stage 1 spawns a process per byte range of a large feed, and one to detect languages: what they import is
+    paid once per range on every parse (Dagster alone took 0.45 s and 40 MB of each)."""
+    script = ("import sys, assets.ingestion.feed_ranges, assets.ingestion.languages\n"
+              "print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & {'dagster', 'py3langid', 'numpy'}))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "HEAVY []" in done.stdout

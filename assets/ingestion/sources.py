@@ -24,9 +24,10 @@ from urllib.parse import urljoin
 
 import httpx
 
-from dagster_project.config import SourceSpec
 from dagster_project.resources.files import atomic_write
-from dagster_project.resources.web import WebResource
+
+if typing.TYPE_CHECKING:  # Dagster is not imported here: a process that reads a feed range starts without it
+    from dagster_project.resources.web import WebResource
 
 Triple = tuple[dict | None, str, Any]
 
@@ -589,7 +590,7 @@ def _feed_frame(body: bytes) -> tuple[int, int] | None:
     return (head_end, last) if 0 < head_end <= last else None
 
 
-def _range_body(web: WebResource, url: str, old: bytes) -> tuple[str, bytes, dict, int] | None:
+def _range_body(web: "WebResource", url: str, old: bytes) -> tuple[str, bytes, dict, int] | None:
     """(method, body, headers, bytes fetched): the new feed body rebuilt from a fresh head, the old middle and the
     new tail (two Range requests); or the whole body when the server answered the first Range with all of it; or
     None when the feed did not just grow at its end (then it is fetched whole)."""
@@ -620,7 +621,7 @@ def _range_body(web: WebResource, url: str, old: bytes) -> tuple[str, bytes, dic
     return "range", body, tail.headers, len(head.content) + len(tail.content)
 
 
-def fetch_feed_incremental(web: WebResource, url: str, state_dir: str | os.PathLike) -> FeedCopy:
+def fetch_feed_incremental(web: "WebResource", url: str, state_dir: str | os.PathLike) -> FeedCopy:
     """Fetch a feed URL and compare it with the last fetched copy kept under ``state_dir``.
 
     When a copy exists, only the head (it carries dateModified) and the part from just before the old end are
@@ -963,7 +964,7 @@ class PageMarkup:
     error: str | None = None
 
 
-def fetch_page_markup(web: WebResource, urls: list[str]) -> list[PageMarkup]:
+def fetch_page_markup(web: "WebResource", urls: list[str]) -> list[PageMarkup]:
     pages = []
     for url in urls:
         result = web.fetch(url)
@@ -1004,19 +1005,19 @@ def claims_search_dump(body: bytes, path: str) -> Any:
 
 # ---- the configured sources --------------------------------------------------------------------------------------
 
-SOURCE_KINDS = typing.get_args(SourceSpec.model_fields["kind"].annotation)  # the kinds the config accepts
-
-
-def load_sources(specs: list[Any], web: WebResource | None, state_dir: str | os.PathLike) -> tuple[list[tuple[str, str, Any]], dict[str, str]]:
+def load_sources(specs: list[Any], web: "WebResource | None", state_dir: str | os.PathLike) -> tuple[list[tuple[str, str, Any]], dict[str, str]]:
     """Configured sources -> (kind, origin, payload) for ``ingest``, and a status per origin for the yield.
 
     Local feeds are streamed from disk; feed URLs are fetched incrementally (status new/changed/unchanged)."""
+    from dagster_project.config import SourceSpec
+
+    kinds = typing.get_args(SourceSpec.model_fields["kind"].annotation)  # the kinds the config accepts
     payloads: list[tuple[str, str, Any]] = []
     status: dict[str, str] = {}
     for spec in specs:
         kind, path = spec.kind, getattr(spec, "path", "") or ""
-        if kind not in SOURCE_KINDS:
-            raise ValueError(f"unknown source kind {kind!r} (expected one of {list(SOURCE_KINDS)})")
+        if kind not in kinds:
+            raise ValueError(f"unknown source kind {kind!r} (expected one of {list(kinds)})")
         origin = path.rsplit("/", 1)[-1]
         remote = path.startswith(("http://", "https://"))
         if kind in ("datafeed", "factcheck_api", "page_markup") and remote and web is None:
