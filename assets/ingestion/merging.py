@@ -40,11 +40,9 @@ def merge_frame(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]
     df = df.with_columns(_prio=prio)
     if df["_prio"].n_unique() > 1:  # one kind of source: reading order is already priority order
         df = df.sort(["_prio", "_seq"])
-    first = (pl.col("_n") == 1) | pl.col("review_id").is_first_distinct()
     ordered = df.drop("_prio", "_seq").with_row_index("_pos").with_columns(
-        _n=pl.len().over("review_id").cast(pl.UInt32),
+        _dup=pl.col("review_id").is_duplicated(),
         quarter=_quarter_expr(pl.coalesce("claim_date", "review_date")))  # the merged dates decide, below
-    ordered = ordered.with_columns(_first=first)
     del df
 
     def first_set(c: str) -> pl.Expr:
@@ -52,36 +50,35 @@ def merge_frame(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]
         present = col.is_not_null() & (col != "") if REVIEW_SCHEMA[c] == pl.Utf8 else col.is_not_null()
         return col.filter(present).first().alias(c)
 
-    # most reviews come once: only the repeated ones need the (costly) aggregation
-    repeated = ordered.filter(pl.col("_n") > 1).group_by("review_id").agg(
+    # most reviews come once: only the repeated ones are grouped (a group per review over the whole column held
+    # more memory than the rest of the merge)
+    repeated = ordered.filter(pl.col("_dup")).group_by("review_id").agg(
         pl.col("_pos").first(),
         *[first_set(c) for c in scalar if c != "quarter"],
         pl.col("sources").flatten().drop_nulls().unique(maintain_order=True),
         pl.col("appearance_urls").flatten().drop_nulls().unique(maintain_order=True),
         pl.col("language_detected").first(),
-        pl.col("_n").first(),
+        _n=pl.len().cast(pl.UInt32),
     ).with_columns(quarter=_quarter_expr(pl.coalesce("claim_date", "review_date")))
     repeated = repeated.with_columns(pl.col(c).fill_null("") for c in scalar if REVIEW_SCHEMA[c] == pl.Utf8).with_columns(
-        pl.col("sources", "appearance_urls").list.drop_nulls())  # an empty list flattens to one null
+        pl.col("sources", "appearance_urls").list.drop_nulls()).sort("_pos")  # an empty list flattens to one null
+    ordered = ordered.with_columns(_first=~pl.col("_dup") | pl.col("_pos").is_in(repeated["_pos"].implode()))
     # a repeated review gets its merged values written over its first copy, column by column and only where merging
-    # changed something (string data is shared, not copied)
-    if repeated.height:
-        repeated = repeated.sort("_pos")
-        before = ordered.filter(pl.col("_first") & (pl.col("_n") > 1))
-        changed = [c for c in repeated.columns
-                   if c not in ("_pos", "review_id", "_n") and not before[c].equals(repeated[c], null_equal=True)]
-        del before
-        if changed:
-            aligned = ordered.select("_pos").join(repeated.select("_pos", *changed), on="_pos", how="left",
-                                                  maintain_order="left")
-            ordered = ordered.with_columns(
-                pl.when(pl.col("_first") & (pl.col("_n") > 1)).then(aligned[c]).otherwise(pl.col(c)).alias(c)
-                for c in changed)
-            del aligned
+    # changed something (string data is shared, not copied), and its number of copies (1 for the others)
+    merged = pl.col("_first") & pl.col("_dup")
+    before = ordered.filter(merged)
+    changed = [c for c in repeated.columns
+               if c not in ("_pos", "review_id", "_n") and not before[c].equals(repeated[c], null_equal=True)]
+    del before
+    aligned = ordered.select("_pos").join(repeated.select("_pos", "_n", *changed), on="_pos", how="left",
+                                          maintain_order="left")
+    ordered = ordered.with_columns(*(pl.when(merged).then(aligned[c]).otherwise(pl.col(c)).alias(c) for c in changed),
+                                   _n=aligned["_n"].fill_null(1))
+    del aligned
     counts = ordered.lazy().filter(pl.col("_first")).group_by("quarter").agg(
         rows_in=pl.col("_n").sum().cast(pl.Int64), late=pl.col("_n").filter(_LATE).sum().cast(pl.Int64),
         duplicate=(pl.col("_n") - 1).filter(~_LATE).sum().cast(pl.Int64)).sort("quarter").collect()
-    return ordered.with_columns(_keep=pl.col("_first") & ~_LATE).drop("_pos", "_n", "_first"), counts
+    return ordered.with_columns(_keep=pl.col("_first") & ~_LATE).drop("_pos", "_n", "_first", "_dup"), counts
 
 
 def fill_languages(rows: pl.DataFrame, known: dict[str, str] | None = None) -> pl.DataFrame:
