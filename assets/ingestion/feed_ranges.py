@@ -22,7 +22,7 @@ import os
 import re
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,7 +30,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from assets.ingestion.cleaning import BATCH, STAGE, collect_frames
-from assets.ingestion.languages import detect_languages
+from assets.ingestion.languages import detect_language, detect_languages
 from assets.ingestion.sources import _DECODER, _WS, FeedRange, stream_datafeed
 from schemas.frames import quarantine
 
@@ -86,7 +86,7 @@ def element_starts(path: str | os.PathLike, ranges: int) -> list[int]:
 def read_range(path: str, origin: str, start: int | None, stops: list[int], folder: str, part: int,
                batch: int = BATCH) -> dict:
     """One range's cleaned frames and rejects, written to Arrow files in ``folder`` (in a range process)."""
-    outcome, files, rows = FeedRange(), [], 0
+    outcome, files, rows, missing = FeedRange(), [], 0, set()
 
     def write(frame: pl.DataFrame) -> None:
         nonlocal rows
@@ -94,12 +94,13 @@ def read_range(path: str, origin: str, start: int | None, stops: list[int], fold
         frame.write_ipc(name)
         files.append(str(name))
         rows += frame.height
+        missing.update(frame.filter(pl.col("language") == "")["claim_text"].to_list())
 
     _, rejects = collect_frames([("rows", origin, stream_datafeed(path, origin, start, stops, outcome))], batch, write)
     name = Path(folder) / f"{part:03d}-rejects.arrow"
     rejects.write_ipc(name)
     return {"files": files, "rejects": str(name), "records": rows + rejects.height, "elements": outcome.elements,
-            "stopped_at": outcome.stopped_at}
+            "stopped_at": outcome.stopped_at, "missing": missing}
 
 
 def _renumbered(frame: pl.DataFrame, seq: int, elements: int) -> pl.DataFrame:
@@ -129,16 +130,28 @@ def _renumbered_rejects(rejects: pl.DataFrame, seq: int, elements: int) -> pl.Da
     return rejects.with_columns(record=pl.Series(records, dtype=pl.Binary))
 
 
-def _run(processes: bool, workers: int, calls: list[tuple], path) -> list:
-    """``fn(*args)`` of each call, in spawned processes (else here, one after another), in order."""
-    if not processes:
-        return [fn(*args) for fn, *args in calls]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        try:
-            return [future.result() for future in [pool.submit(*call) for call in calls]]
-        except BrokenProcessPool as err:
-            raise RuntimeError(f"a process reading {path} died ({err}): see the machine's memory, and materialize "
-                               "review_snapshot again") from err
+class _Here:
+    """An executor that runs each call at once, in this process (``read_ranges(processes=False)``)."""
+
+    def submit(self, fn, *args) -> Future:
+        done: Future = Future()
+        done.set_result(fn(*args))
+        return done
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _executor(processes: bool, workers: int) -> "ProcessPoolExecutor | _Here":
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) if processes else _Here()
+
+
+def _results(futures: list[Future], path) -> list:
+    try:
+        return [future.result() for future in futures]
+    except BrokenProcessPool as err:
+        raise RuntimeError(f"a process reading {path} died ({err}): see the machine's memory, and materialize "
+                           "review_snapshot again") from err
 
 
 def read_ranges(path: str | os.PathLike, origin: str, starts: list[int], seq: int = 0, batch: int = BATCH,
@@ -146,19 +159,28 @@ def read_ranges(path: str | os.PathLike, origin: str, starts: list[int], seq: in
     """A feed file read in the ranges that ``starts`` (ascending file offsets) begin, each in a spawned process of
     its own (``processes``; else one after another here): (frames, rejects, records read, the ranges used, the
     detected language of each claim text that came without one), numbered on from ``seq`` as ``collect_frames``
-    numbers them."""
+    numbers them.
+
+    The languages are detected in a process of their own, which loads its model (about 75 MB) while the ranges are
+    read and is gone before the frames are held here."""
     with tempfile.TemporaryDirectory(prefix="veritas-feed-ranges-") as folder:
-        jobs = [(str(path), origin, start, starts[i:], folder, i, batch) for i, start in enumerate([None, *starts])]
-        parts = _run(processes, len(jobs), [(read_range, *job) for job in jobs], path)
-        used, k = [0], 0
-        while parts[k]["stopped_at"] is not None:
-            k += 1 + parts[k]["stopped_at"]
-            used.append(k)
-        # the range processes are gone; the languages that no record names are detected in a process of their own,
-        # whose model (about 75 MB) is not held beside the frames
-        files = [name for k in used for name in parts[k]["files"]]
-        texts = pl.scan_ipc(files).filter(pl.col("language") == "").select(pl.col("claim_text").unique()).collect()
-        languages = _run(processes, 1, [(detect_languages, texts.to_series().to_list())], path)[0]
+        detector = _executor(processes, 1)
+        try:
+            detector.submit(detect_language, "the model loads while the ranges are read")
+            jobs = [(str(path), origin, start, starts[i:], folder, i, batch) for i, start in enumerate([None, *starts])]
+            ranges = _executor(processes, len(jobs))
+            try:
+                parts = _results([ranges.submit(read_range, *job) for job in jobs], path)
+            finally:
+                ranges.shutdown()
+            used, k = [0], 0
+            while parts[k]["stopped_at"] is not None:
+                k += 1 + parts[k]["stopped_at"]
+                used.append(k)
+            texts = sorted(set().union(*(parts[k]["missing"] for k in used)))
+            languages = _results([detector.submit(detect_languages, texts)], path)[0]
+        finally:
+            detector.shutdown()
         frames: list[pl.DataFrame] = []
         rejects: list[pl.DataFrame] = []
         elements = 0
