@@ -36,7 +36,7 @@ from schemas.frames import quarantine
 
 log = logging.getLogger(__name__)
 
-RANGE_MIN_BYTES = 48 << 20  # a range smaller than this does not pay for its process (about 1 s to start one)
+RANGE_MIN_BYTES = 48 << 20  # a range smaller than this does not pay for its process (about 0.5 s to start one)
 _WINDOW = 1 << 20  # bytes looked at after each cut for an element start
 _PROBE = 1 << 16  # bytes decoded to try one candidate start (an element is a few KB)
 _CANDIDATES = 64  # candidate starts tried per cut
