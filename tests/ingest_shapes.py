@@ -2,6 +2,7 @@
 and the IFCN CSV rows as DataFeed ClaimReviews, and the IFCN rows as claims:search answers. Used by the stage-1
 tests and by bench/ingest.py, which expands them to a large feed."""
 
+import csv
 import gzip
 import json
 import re
@@ -79,6 +80,14 @@ def ifcn_api_claims(rows: list[dict]) -> list[dict]:
         }
         for row in rows
     ]
+
+
+def real_claimreviews() -> list[dict]:
+    """The 153 real ClaimReviews of the fixtures as feed items: 74 Fact Check Tools answers (Arabic), 79 IFCN rows."""
+    claims = json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text(encoding="utf-8"))
+    with open(FIXTURES / "ifcn_excerpt.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return gfc_feed_items(claims) + ifcn_feed_items(rows)
 
 
 def feed(items: list) -> dict:

@@ -4,7 +4,6 @@ cut. The feed is made of the real ClaimReviews of tests/fixtures (Fact Check Too
 the breakage stage 1 quarantines (a byte that is not UTF-8, a record that does not parse, one nested too deep, an
 element without items), elements of two items, and a string that holds ``}, {"item": ...`` as text."""
 
-import csv
 import json
 
 import polars as pl
@@ -17,17 +16,14 @@ from assets.ingestion.feed_ranges import collect_sources, element_starts, read_r
 from assets.ingestion.languages import detect_language
 from assets.ingestion.merging import merge_sources
 from assets.ingestion.sources import MAX_RECORD_DEPTH
-from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
+from tests.ingest_shapes import FIXTURES, real_claimreviews
 
 BATCH = 7  # several frames per range
 
 
 @pytest.fixture(scope="module")
 def real_items() -> list[dict]:
-    claims = json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text(encoding="utf-8"))
-    with open(FIXTURES / "ifcn_excerpt.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return gfc_feed_items(claims) + ifcn_feed_items(rows)  # 74 + 79 real ClaimReviews
+    return real_claimreviews()
 
 
 def _element(*items) -> bytes:

@@ -4,7 +4,6 @@ alone, with their own reason, and the records after them are read; the counts ar
 the caps, not the file. The records around them are the real ones of tests/fixtures (Fact Check Tools answers in
 Arabic, IFCN rows), streamed from disk as stage 1 reads a local feed."""
 
-import csv
 import json
 import os
 import subprocess
@@ -19,17 +18,14 @@ import pytest
 from assets.ingestion import sources
 from assets.ingestion.merging import ingest
 from assets.ingestion.sources import MAX_RECORD_DEPTH, stream_datafeed
-from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
+from tests.ingest_shapes import FIXTURES, real_claimreviews
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def real_items() -> list[dict]:
-    claims = json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text(encoding="utf-8"))
-    with open(FIXTURES / "ifcn_excerpt.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return gfc_feed_items(claims) + ifcn_feed_items(rows)  # 74 + 79 real ClaimReviews
+    return real_claimreviews()
 
 
 def _element(item) -> bytes:

@@ -5,7 +5,6 @@ them come out exactly as they do from a feed that holds only them. Checked for t
 streamed from disk, and the same feed cleaned in batches of 7 rows."""
 
 import copy
-import csv
 import json
 from collections import Counter
 
@@ -13,7 +12,7 @@ import pytest
 
 from assets.ingestion.merging import ingest
 from schemas.records import Review
-from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
+from tests.ingest_shapes import real_claimreviews
 from tests.test_reviews import _SURROGATE, BAD_ITEMS, ELEMENTS_BAD, _item
 
 # kinds beyond tests/test_reviews.py's list: (element, reason)
@@ -50,10 +49,7 @@ def _case(item: dict) -> int | None:
 
 @pytest.fixture(scope="module")
 def real_items() -> list[dict]:
-    claims = json.loads((FIXTURES / "gfc_claims_search_ar_excerpt.json").read_text(encoding="utf-8"))
-    with open(FIXTURES / "ifcn_excerpt.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return gfc_feed_items(claims) + ifcn_feed_items(rows)  # 74 + 79 real ClaimReviews
+    return real_claimreviews()
 
 
 def _interleaved(kinds, real_items) -> tuple[dict, dict[int, int]]:
