@@ -11,7 +11,7 @@ from typing import Any
 import polars as pl
 
 from assets.common import StageYield
-from assets.ingestion.cleaning import BATCH, REJECT_SCHEMA, REVIEW_SCHEMA, STAGE, _quarter_expr
+from assets.ingestion.cleaning import BATCH, REVIEW_SCHEMA, STAGE, _quarter_expr
 from assets.ingestion.feed_ranges import collect_sources
 from assets.ingestion.languages import detect_languages
 from schemas.frames import validate_rows
