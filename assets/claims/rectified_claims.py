@@ -240,7 +240,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     variants: list[ScoredClaim] = []
     left = list(plan.candidates)
     planned = plan.needed([], left)
-    needed = math.ceil(planned * (1 + pipeline.rectify_surplus))
+    needed = variants_wanted(planned, pipeline.rectify_surplus)  # nothing measured yet: the surplus alone
     detectable: list[float] = []  # the share of the rewrites the release's adversarial filter leaves out, per check
     uses: list[int] = []  # the variants the selection uses, per check
 
