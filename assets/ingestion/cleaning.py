@@ -311,6 +311,11 @@ def _frame_of_clean(rows: list[dict]) -> pl.DataFrame:
 REJECT_SCHEMA = {"_seq": pl.Int64, "quarter": pl.Utf8, "reason": pl.Utf8, "source": pl.Utf8, "record": pl.Binary}
 
 
+def reject_record(reason: str, raw: Any) -> bytes:
+    """A rejected record's ``record`` value (``REJECT_SCHEMA``)."""
+    return quarantine(STAGE, "", reason, raw).record.encode("utf-8", "surrogatepass")
+
+
 def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH,
                    emit: Callable[[pl.DataFrame], None] | None = None,
                    seq: int = 0) -> tuple[list[pl.DataFrame], pl.DataFrame]:
@@ -325,8 +330,7 @@ def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH,
 
     def reject(n: int, row: dict | None, reason: str, raw: Any, origin: str) -> None:
         row_quarter = (row.get("quarter") if row is not None else "") or _raw_quarter(raw)
-        record = quarantine(STAGE, "", reason, raw).record.encode("utf-8", "surrogatepass")
-        rejected.append((n, row_quarter, reason, origin, record, isinstance(raw, ElementRef)))
+        rejected.append((n, row_quarter, reason, origin, reject_record(reason, raw), isinstance(raw, ElementRef)))
 
     def flush() -> None:
         simple, other = [], []

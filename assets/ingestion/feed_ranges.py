@@ -34,10 +34,9 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from assets.ingestion.cleaning import BATCH, STAGE, collect_frames
+from assets.ingestion.cleaning import BATCH, collect_frames, reject_record
 from assets.ingestion.languages import detect_language, detect_languages
 from assets.ingestion.sources import _DECODER, _WS, FeedRange, stream_datafeed
-from schemas.frames import quarantine
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +129,7 @@ def _renumbered_rejects(rejects: pl.DataFrame, seq: int, elements: int) -> pl.Da
             for key in ("element", "elements_read"):
                 if key in raw:
                     raw[key] += elements
-            record = quarantine(STAGE, "", reason, raw).record.encode("utf-8", "surrogatepass")
+            record = reject_record(reason, raw)
         records.append(record)
     return rejects.with_columns(record=pl.Series(records, dtype=pl.Binary))
 
