@@ -222,3 +222,33 @@ def test_a_label_of_a_single_claim_is_measured_not_a_crash():
     texts = [f"claim number {i} about {'floods' if i % 2 else 'vaccines'}" for i in range(len(y))]
     pred = _cv(_linear, text_vectors(texts), y, seed=3)
     assert len(pred) == len(y) and set(pred.tolist()) <= {0, 2}
+
+
+def test_text_vectors_of_a_subset_are_those_fit_on_it_alone(monkeypatch):
+    """TextVectors reads every text once and gives each subset (the adversarial filter's rounds) the matrix
+    scikit-learn's TfidfVectorizer fits on that subset alone: the same n-grams in the same columns, the same values to
+    the last bit of the row norms' sums, also where MAX_FEATURES leaves n-grams out (ties included)."""
+    import assets.release.audit as audit
+    from scipy.sparse import hstack
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = [text for text, *_ in _real()] + ["<image:1> shows the flood", "<image:2> shows the flood <video:1>"]
+    assert len(texts) >= 120
+
+    def fit_alone(subset: list[str], limit: int):
+        subset = [audit.MEDIA_REF.sub(lambda m: f" {m.group(1)}ref ", t) for t in subset]
+        return hstack([TfidfVectorizer(**kind, min_df=2, sublinear_tf=True, max_features=limit).fit_transform(subset)
+                       for kind in audit.TEXT_FEATURES]).tocsr()
+
+    vectors = audit.TextVectors(texts)
+    rng = np.random.default_rng(5)
+    for limit in (audit.MAX_FEATURES, 300):
+        monkeypatch.setattr(audit, "MAX_FEATURES", limit)
+        for size in (len(texts), 80, 9):
+            rows = rng.choice(len(texts), size, replace=False)
+            ours, theirs = vectors.of(rows), fit_alone([texts[i] for i in rows], limit)
+            ours.sort_indices(), theirs.sort_indices()
+            assert ours.shape == theirs.shape and (ours.shape[1] == 600) == (limit == 300 and size > 9)
+            assert np.array_equal(ours.indptr, theirs.indptr) and np.array_equal(ours.indices, theirs.indices)
+            assert np.abs(ours.data - theirs.data).max() < 1e-15
+    assert (audit.text_vectors(texts[:50]) != vectors.of(range(50))).nnz == 0

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from assets.release.audit import text_vectors
+from assets.release.audit import TextVectors
 from schemas.records import ScoredClaim
 
 PARTITIONS = 24  # random halves per filtering round (AFLite's m)
@@ -26,14 +26,13 @@ STYLE_MARGIN = 0.03  # held-out AUC within 0.5 + max(this, 2 standard errors ove
 MIN_NATURAL = 5  # natural Intact claims needed to train on; with fewer nothing is filtered (and the audit says so)
 
 
-def _detectability(texts: list[str], y: np.ndarray, seed: int) -> tuple[np.ndarray, float, float]:
-    """Per class-1 text, the mean over PARTITIONS random halves (where it is held out) of the share of held-out
+def _detectability(x, y: np.ndarray, seed: int) -> tuple[np.ndarray, float, float]:
+    """Per class-1 row of ``x`` (the texts' ``text_vectors``), the mean over PARTITIONS random halves (where it is held out) of the share of held-out
     class-0 texts the classifier scores below it (0.5: it looks like them; 1: it stands out); and the held-out AUC's
     mean and standard deviation over the halves (0.5: the classes look alike)."""
     from sklearn.linear_model import LogisticRegression  # here, not with the code location (seconds per process)
     from threadpoolctl import threadpool_limits
 
-    x = text_vectors(texts)
     x.sort_indices()  # once: the halves' rows then need no sorting (0.8 s of the rehearsal's 7 s filter)
     rng = np.random.default_rng(seed)
     above, seen = np.zeros(len(y)), np.zeros(len(y))
@@ -73,13 +72,15 @@ def filter_detectable(natural: list[ScoredClaim], variants: list[ScoredClaim], k
     # in one order whatever the caller's: stage 7 measures on the same claims as the release and must find the same
     natural = sorted(natural, key=lambda c: c.claim_id)
     kept = sorted(variants, key=lambda c: c.claim_id)
+    vectors = TextVectors([c.text for c in natural] + [c.text for c in kept])  # each round fits on its own rows
+    row = {c.claim_id: len(natural) + i for i, c in enumerate(kept)}
     scores: dict[str, float] = {}
     left_out: set[str] = set()
     rounds = 0
     while True:
-        texts = [c.text for c in natural] + [c.text for c in kept]
+        x = vectors.of([*range(len(natural)), *(row[c.claim_id] for c in kept)])
         y = np.array([0] * len(natural) + [1] * len(kept))
-        p, accuracy, spread = _detectability(texts, y, seed + rounds)
+        p, accuracy, spread = _detectability(x, y, seed + rounds)
         p = p[len(natural):]
         scores.update({c.claim_id: round(float(v), 4) for c, v in zip(kept, p)})
         rounds += 1
