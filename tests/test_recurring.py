@@ -14,7 +14,7 @@ from rapidfuzz import fuzz, process
 
 from assets.claims.negation import polarity
 from assets.release.recurring import (
-    _length,
+    compared_length,
     _Texts,
     _text_matches,
     comparable_lengths,
@@ -183,8 +183,8 @@ def test_bounded_text_matching_equals_scoring_every_pair():
     alphabet = "ab cd\xa0\x85\u2003\tefé中.,"
     choices = real + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(40)]
     queries = [" ".join(w if rng.random() > 0.15 else rng.choice(alphabet) for w in c.split()) for c in choices]
-    comparable = np.array([[comparable_lengths(_length(q), _length(c)) and polarity(q) == polarity(c) for c in choices]
-                           for q in queries])
+    comparable = np.array([[comparable_lengths(compared_length(q), compared_length(c)) and polarity(q) == polarity(c)
+                            for c in choices] for q in queries])
     for similarity in (60.0, 80.0, 92.0, 100.0):
         scores = process.cdist(queries, choices, scorer=fuzz.token_set_ratio, score_cutoff=similarity, dtype=np.float64)
         scores[~comparable] = 0  # the length and negation guards of every near-duplicate match (issues 25, 34)
@@ -215,7 +215,7 @@ def test_a_claim_and_its_negation_are_not_near_duplicates(tmp_path, index, chang
     claim = averitec_dev(index)
     negated = claim.replace(*changed)
     a, b = compared_text(claim), compared_text(negated)
-    assert fuzz.token_set_ratio(a, b) >= SIMILARITY and comparable_lengths(_length(a), _length(b))
+    assert fuzz.token_set_ratio(a, b) >= SIMILARITY and comparable_lengths(compared_length(a), compared_length(b))
     assert not near_duplicate(a, b, SIMILARITY) and first_near_duplicate(b, [a], SIMILARITY) is None
     kept, dropped = remove_near_duplicates([scored("a", claim), scored("b", negated)], SIMILARITY)
     assert dropped == 0 and len(kept) == 2

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from assets.common import StageYield, load_upstream, quantiles, quarter_of_context, stage_asset
@@ -37,9 +38,12 @@ from assets.release.order import (
     shuffled,
 )
 from assets.release.recurring import (
+    compared_length,
+    compared_text,
     earlier_releases,
     first_near_duplicate,
     match_recurring,
+    polarity_id,
     release_content_id,
     repeats_media,
     release_fingerprints,
@@ -82,6 +86,8 @@ def remove_near_duplicates(
     """
     kept: list[ScoredClaim] = []
     texts: list[str] = []  # the kept claims' texts as compared
+    place: dict[str, int] = {}  # kept claim id -> its index in kept
+    sizes, signs = np.zeros(len(claims)), np.zeros(len(claims), dtype=int)  # of the kept texts (first_near_duplicate)
     media_owner: dict[str, set[str]] = {}  # medium id -> ids of the kept claims that show it
     hashes: list[tuple[int, int, str]] = []  # (hex width, phash as an integer, owner claim id) of the kept claims' media
 
@@ -94,12 +100,14 @@ def remove_near_duplicates(
 
     for claim in claims:
         pair = {claim.claim_id, claim.variant_of}
-        text = MEDIA_REF.sub("", claim.text).casefold()
-        others = [t for k, t in zip(kept, texts) if k.claim_id not in pair]
-        twin = first_near_duplicate(text, others, similarity) is not None  # SCORER and the length guard
+        text = compared_text(claim.text)
+        twin = first_near_duplicate(text, texts, similarity, sizes, signs,  # SCORER and the length guard
+                                    skip=[place[c] for c in pair if c in place]) is not None
         reused = repeats_media(claim.media, lambda m: owners(m) - pair)
         if twin or reused:
             continue
+        place[claim.claim_id] = len(kept)
+        sizes[len(kept)], signs[len(kept)] = compared_length(text), polarity_id(text)
         kept.append(claim)
         texts.append(text)
         for m in claim.media:
