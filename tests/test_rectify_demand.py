@@ -182,3 +182,12 @@ def test_recurring_drop_rewrites_every_compromised_claim_so_the_release_is_not_s
                              PipelineResource(release_size=20, recurring="drop"), None, key=ORDER_KEY)
     assert stats.extra["rectify/mode"] == "all (recurring: drop)" and stats.extra["rectify/attempted"] == 30
     assert released(out)["feasible_size"] == 20
+
+
+def test_running_rewrites_count_below_their_mean():
+    """A round decided while rewrites still run counts on them for fewer variants than the rate says (the check once
+    they are done then seldom finds one lacking), never fewer than none, and on all of them at a rate of 1."""
+    from assets.claims.rectified_claims import running_held
+
+    assert running_held(0, 0.83) == 0 and running_held(48, 1.0) == 48 and running_held(3, 0.1) == 0
+    assert 35 < running_held(48, 0.83) < 0.83 * 48 - 4

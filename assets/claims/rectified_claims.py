@@ -226,6 +226,18 @@ def rectify_all(
     return out, stats
 
 
+RUNNING_Z = 1.645  # the rewrites still running count for this many standard deviations fewer than the rate says
+
+
+def running_held(running: int, rate: float) -> float:
+    """The variants that ``running`` rewrites are counted on for, at the success rate so far: its binomial mean less
+    RUNNING_Z standard deviations, so that the check once they are done seldom finds one lacking. Counted at the mean,
+    34 of 48 running rewrites held in the default rehearsal where 40 were expected, and a round of 2 rewrites for the
+    one variant lacking added 10 s to the stage's end. Where the running ones hold at the rate so far, one such check
+    in 20 falls short, against one in 2 at the mean."""
+    return max(0.0, rate * running - RUNNING_Z * math.sqrt(running * rate * (1 - rate)))
+
+
 def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipeline: PipelineResource,
                       stats: StageYield, log=None, key: bytes = b"") -> dict[str, tuple]:
     """Rewrites, round by round, only the Compromised claims the release needs as Intact variants (DemandPlan): each
@@ -233,7 +245,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses, and with enough
     that the release's adversarial filter, leaving out the share of them it tells from natural claims, still keeps
     as many as the selection uses; or when no candidate is left. A round is decided while the last one's slowest
-    rewrites still run, counting on them at the success rate so far, and checked once they are done
+    rewrites still run, counting on them as ``running_held`` does, and checked once they are done
     (``overlapped_rounds``). Returns claim id -> outcome of every rewrite made."""
     plan = DemandPlan(claims, pipeline, key)
     outcomes: dict[str, tuple] = {}
@@ -258,7 +270,7 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
             share = round(plan.detectable_share(variants, chosen), 4)
             detectable.append(share)
         wanted = max(short, variants_wanted(uses[-1] + short, pipeline.rectify_surplus, share) - len(variants))
-        return wanted - rate * len(running)
+        return wanted - running_held(len(running), rate)
 
     def decide(done: list[tuple], running: list[ScoredClaim]) -> list[ScoredClaim]:
         for claim, outcome in done[len(outcomes):]:
