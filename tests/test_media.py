@@ -242,6 +242,23 @@ def test_put_image_is_idempotent(tmp_path):
     assert len(a.phash) == 16
 
 
+def test_put_image_normalizes_each_downloaded_file_once(tmp_path, monkeypatch):
+    """Bytes the store stored before give what they gave then without being decoded again; other bytes of the same
+    picture are normalized; a store that forgot them (the oldest go first) normalizes them again, to the same."""
+    import dagster_project.resources.media as media
+
+    store, calls = MediaStore(str(tmp_path)), []
+    normalize = media.normalize_image
+    monkeypatch.setattr(media, "normalize_image", lambda data: calls.append(data) or normalize(data))
+    png, jpeg = _encode(_scene((800, 600)), "PNG"), _encode(_scene((800, 600)), "JPEG", quality=70)
+    first = store.put(png, "image/png")
+    assert store.put(png) == first and store.put_image(png) == first and len(calls) == 1
+    assert store.put(jpeg).phash and len(calls) == 2
+    monkeypatch.setattr(media, "IMAGES_REMEMBERED", 1)
+    store.put(_encode(_scene((300, 200), seed=1), "PNG"))
+    assert store.put(png) == first and len(calls) == 4
+
+
 def test_put_refuses_non_media_and_path_escape(tmp_path):
     store = MediaStore(str(tmp_path))
     with pytest.raises(MediaError) as err:
