@@ -147,11 +147,12 @@ def test_collect_sources_numbers_on_across_sources(real_items, tmp_path, monkeyp
     sources = [("factcheck_api", "api-1", claims), ("datafeed", "feed.json", str(path)),
                ("factcheck_api", "api-2", claims)]
     monkeypatch.setattr(feed_ranges, "RANGE_MIN_BYTES", path.stat().st_size // 3)
-    frames, rejects, languages = collect_sources(sources, BATCH, workers=2)
+    frames, rejects, languages, reads = collect_sources(sources, BATCH, workers=2)
     whole, whole_rejects = collect_frames(sources, BATCH)
     assert_frame_equal(pl.concat(frames), pl.concat(whole))
     assert_frame_equal(rejects, whole_rejects.drop("_ref"))
     assert languages and all(detect_language(text) == language for text, language in languages.items())
+    assert [(r["origin"], r["ranges"]) for r in reads] == [("api-1", 1), ("feed.json", 2), ("api-2", 1)]
 
 
 def test_the_merged_reviews_are_those_of_one_reader(hostile_feed, monkeypatch):
@@ -166,3 +167,4 @@ def test_the_merged_reviews_are_those_of_one_reader(hostile_feed, monkeypatch):
     assert_frame_equal(ranged.reviews.collect(), one.reviews.collect())
     assert_frame_equal(ranged.rejects, one.rejects)
     assert_frame_equal(ranged.counts, one.counts)
+    assert [r["ranges"] for r in one.reads] == [1] and [r["ranges"] for r in ranged.reads] == [2]

@@ -90,6 +90,8 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
         snapshot = instance.fetch_materializations(dg.AssetKey("review_snapshot"), limit=10).records
         assert len(snapshot) == 1 and snapshot[0].asset_materialization.metadata["parsed"].value is True
+        read = snapshot[0].asset_materialization.metadata  # a small feed: one process read it
+        assert read["feed_ranges"].value == 1 and [r["ranges"] for r in read["reads"].value] == [1]
         # each quarter's materialization carries its own yield, as a run of its own would have
         for table in TABLES:
             for q, rows in zip(QUARTERS, (0, 16, 0)):

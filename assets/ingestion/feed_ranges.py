@@ -196,10 +196,10 @@ def read_ranges(path: str | os.PathLike, origin: str, starts: list[int], seq: in
     return frames, pl.concat(rejects), seq, used, languages
 
 
-def read_feed_ranges(path: str | os.PathLike, origin: str, seq: int, batch: int = BATCH,
-                     workers: int | None = None) -> tuple[list[pl.DataFrame], pl.DataFrame, int, dict[str, str]] | None:
-    """A local feed file read in byte ranges on every core (``read_ranges``, less the ranges used); None where one
-    process reads it (see the module's docstring)."""
+def read_feed_ranges(path: str | os.PathLike, origin: str, seq: int, batch: int = BATCH, workers: int | None = None
+                     ) -> tuple[list[pl.DataFrame], pl.DataFrame, int, dict[str, str], dict] | None:
+    """A local feed file read in byte ranges on every core (``read_ranges``, less the ranges used, plus how it was
+    read: ``read_report``); None where one process reads it (see the module's docstring)."""
     ranges = range_count(path, workers)
     if ranges < 2 or multiprocessing.current_process().daemon:
         return None
@@ -209,32 +209,43 @@ def read_feed_ranges(path: str | os.PathLike, origin: str, seq: int, batch: int 
     began = time.monotonic()
     frames, rejects, seq, used, languages = read_ranges(path, origin, starts, seq, batch)
     unused = sorted(set(range(len(starts) + 1)) - set(used))
+    report = read_report(origin, len(used), time.monotonic() - began, starts=starts, not_element_starts=unused)
     log.info(f"{origin}: read in {len(used)} byte ranges (starts {starts}"
              f"{f'; not element starts, read by the range before: {unused}' if unused else ''}) in "
-             f"{time.monotonic() - began:.1f}s")
-    return frames, rejects, seq, languages
+             f"{report['seconds']:.1f}s")
+    return frames, rejects, seq, languages, report
+
+
+def read_report(origin: str, ranges: int, seconds: float, **more) -> dict:
+    """How one source was read, as review_snapshot's metadata shows it: the byte ranges (1: one process read it),
+    the seconds it took, and for a feed read in ranges the guessed cuts and those that were no element start."""
+    return {"origin": origin, "ranges": ranges, "seconds": round(seconds, 2), **more}
 
 
 def collect_sources(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH, workers: int | None = None
-                    ) -> tuple[list[pl.DataFrame], pl.DataFrame, dict[str, str]]:
-    """``collect_frames`` of every source, a large local feed file read in byte ranges on every core, and the
-    languages detected there (claim text -> language) for the claims that came without one."""
+                    ) -> tuple[list[pl.DataFrame], pl.DataFrame, dict[str, str], list[dict]]:
+    """``collect_frames`` of every source, a large local feed file read in byte ranges on every core, the languages
+    detected there (claim text -> language) for the claims that came without one, and how each source was read
+    (``read_report``)."""
     frames: list[pl.DataFrame] = []
     rejects: list[pl.DataFrame] = []
     languages: dict[str, str] = {}
+    reports: list[dict] = []
     seq = 0
     for kind, origin, payload in sources:
-        read = None
+        read, began = None, time.monotonic()
         if kind == "datafeed" and isinstance(payload, (str, os.PathLike)) and os.path.isfile(payload):
             read = read_feed_ranges(payload, origin, seq, batch, workers)
         if read is None:
             got, rejected = collect_frames([(kind, origin, payload)], batch, seq=seq)
-            read = got, rejected, seq + sum(f.height for f in got) + rejected.height, {}
+            read = (got, rejected, seq + sum(f.height for f in got) + rejected.height, {},
+                    read_report(origin, 1, time.monotonic() - began))
         frames += read[0]
         rejects.append(read[1])
         seq = read[2]
         languages.update(read[3])
+        reports.append(read[4])
     if not rejects:  # no source: no frame, and no reject in the rejects' schema
         frames, rejected = collect_frames([], batch)
         rejects.append(rejected)
-    return frames, pl.concat(rejects).drop("_ref"), languages
+    return frames, pl.concat(rejects).drop("_ref"), languages, reports

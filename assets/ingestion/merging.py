@@ -5,7 +5,7 @@ slice, its quarantine and its yield come from the merged whole, which is parsed 
 Reads what ``assets.ingestion.cleaning`` makes of the sources; ``assets.ingestion.snapshot`` stores the result.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -103,6 +103,7 @@ class Merged:
     rows: pl.DataFrame
     rejects: pl.DataFrame
     counts: pl.DataFrame
+    reads: list[dict] = field(default_factory=list)  # how each source was read (feed_ranges.read_report)
 
     @property
     def reviews(self) -> pl.LazyFrame:
@@ -112,9 +113,9 @@ class Merged:
 
 def merge_sources(sources: list[tuple[str, str, Any]], batch: int = BATCH) -> Merged:
     """Read, clean and merge every source, all quarters at once."""
-    frames, rejects, languages = collect_sources(sources, batch)
+    frames, rejects, languages, reads = collect_sources(sources, batch)
     rows, counts = merge_frame(frames)
-    return Merged(fill_languages(rows, languages).select(*REVIEW_SCHEMA, "_keep"), rejects, counts)
+    return Merged(fill_languages(rows, languages).select(*REVIEW_SCHEMA, "_keep"), rejects, counts, reads)
 
 
 def quarter_slice(reviews: pl.LazyFrame, rejects: pl.LazyFrame, counts: pl.LazyFrame,
