@@ -394,6 +394,9 @@ def test_a_request_unanswered_past_hedge_after_s_is_sent_again_and_the_first_ans
         assert 0.5 <= took < 10, took  # the re-send's answer, not the hung request's (released after 20 s)
         assert res.hedged("s") == {"stub-m": 1} and res.hedged("other") == {}
         assert llm_metadata(res, "s", "run-1")["llm/hedged/stub-m"] == 1
+        # the hung request's thread does not hold up the process's exit (nobody waits for its answer)
+        hedging = [t for t in threading.enumerate() if t.name.startswith("llm-hedge")]
+        assert hedging and all(t.daemon for t in hedging)
         # an answer within hedge_after_s: one request, no re-send
         seen.clear()
         assert res.complete_json("stub-m", MESSAGES + [{"role": "user", "content": "again"}], stage="s",

@@ -348,6 +348,41 @@ _CACHE_INSERT = (
 _CACHE_ADDED = {"error": "TEXT"}  # a model's settled failure (refusal, invalid answer after the re-ask)
 
 
+class _RequestThreads:
+    """The threads hedged requests run on (``LLMResource._send``): daemon threads, so that a request that lost its
+    race, whose answer nobody waits for, does not hold up the process's exit until it times out (a thread pool's
+    threads are joined at exit: a stage's process lingered 8 s after its run for a hung request)."""
+
+    def __init__(self, size: int):
+        import queue
+
+        self._jobs: Any = queue.SimpleQueue()
+        self._size = size
+        for i in range(size):
+            threading.Thread(target=self._work, name=f"llm-hedge-{i}", daemon=True).start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as err:  # noqa: BLE001 - the caller reads it from the future
+                    future.set_exception(err)
+
+    def submit(self, fn):
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        self._jobs.put((future, fn))
+        return future
+
+    def shutdown(self) -> None:
+        """Each thread ends once its request (if any) has: the requests still queued run first."""
+        for _ in range(self._size):
+            self._jobs.put(None)
+
+
 class LLMResource(dg.ConfigurableResource):
     """An ensemble of chat models answering JSON against a schema, with a shared durable cache and a ledger."""
 
@@ -412,7 +447,7 @@ class LLMResource(dg.ConfigurableResource):
             server.stop()
         hedging, self._hedging = self._hedging, None
         if hedging is not None:  # requests that lost their race end on their own: their answers are not waited for
-            hedging[0].shutdown(wait=False)
+            hedging[0].shutdown()
         self._routers = {}
         self._close_db()
 
@@ -600,13 +635,13 @@ class LLMResource(dg.ConfigurableResource):
         error is raised. Without hedge_after_s, in this thread."""
         if not self.hedge_after_s:
             return request()
-        from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+        from concurrent.futures import FIRST_COMPLETED, wait
 
         with self._state_lock():
             if self._hedging is None:
                 # room for every member's slots twice over: a request and its re-send
                 slots = sum(max(1, x.max_parallel) for x in self.members)
-                self._hedging = ThreadPoolExecutor(2 * slots + 2, thread_name_prefix="llm-hedge"), Counter()
+                self._hedging = _RequestThreads(2 * slots + 2), Counter()
             pool, hedged = self._hedging
         first = pool.submit(request)
         done, _ = wait([first], timeout=self.hedge_after_s)
