@@ -3,7 +3,6 @@
 import json
 import multiprocessing
 import re
-import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from types import SimpleNamespace
@@ -13,6 +12,7 @@ import dagster as dg
 import lxml.etree
 import lxml.html
 
+from assets.scraping.workers import BROKEN, STATE, forked_pool, submit
 from assets.scraping.links import embed_of, in_chrome, in_embed, link_context, page_chars
 from assets.common import (
     ErrorBudget,
@@ -298,24 +298,10 @@ def _outcome(review: TrustedReview, result: FetchResult, limits: SimpleNamespace
         return None, RecordError.of(err)  # the cause and the traceback cross back from the worker process
 
 
-_WORKER: dict = {}  # a replay worker's web resource and limits, inherited through fork
-
-
-def _worker_init(web: WebResource | None = None, limits: SimpleNamespace | None = None) -> None:
-    """Every worker: SIGTERM and SIGINT back to their defaults. A fork inherits the parent's Python handlers (a
-    Dagster run's, the command's), which only set a flag; then the pool's terminate() after another worker died
-    cannot stop a worker blocked on sending its result, and the pool's shutdown waits for it forever. In replay
-    mode the worker also gets the web resource."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    if web is not None:
-        _WORKER.update(web=web, limits=limits)
-
-
 def _replay_chunk(reviews: list[TrustedReview]) -> tuple[list, list[dict]]:
     """Worker entry in replay mode, where fetching is file reading and decompression (CPU work like the
     extraction): fetch and extract a few pages; the fetch-log entries go back to the parent's log."""
-    web, limits = _WORKER["web"], _WORKER["limits"]
+    web, limits = STATE["web"], STATE["limits"]
     mark = web.fetch_log_size()
     results = web.fetch_many([r.review_url for r in reviews], content_types=HTML_TYPES, reuse=True)
     return [_outcome(review, result, limits) for review, result in zip(reviews, results)], web.fetch_log(since=mark)
@@ -353,7 +339,7 @@ def scrape(
                 results = web.fetch_many([r.review_url for r in chunk], content_types=HTML_TYPES, reuse=True)
                 for review, result in zip(chunk, results):
                     job = (review, result, limits)
-                    outcomes.append(_submit(pool, _outcome, *job) if pool else _outcome(*job))
+                    outcomes.append(submit(pool, _outcome, *job) if pool else _outcome(*job))
                 in_flight = [o for o in outcomes[: max(0, len(outcomes) - 2 * batch)] if isinstance(o, Future)]
                 for future in in_flight:  # bound memory: at most two batches of pages wait in the pool
                     future.exception()
@@ -373,28 +359,12 @@ def scrape(
     return map_records(STAGE, list(zip(reviews, outcomes)), lambda pair: pair[1], stats, budget=budget), stats
 
 
-BROKEN = f"error:{BrokenProcessPool.__name__}"
-
-
-def _submit(pool: ProcessPoolExecutor, fn, *args) -> Future:
-    """``pool.submit``; after a worker died the pool refuses new work, and the page fails like those in flight."""
-    try:
-        return pool.submit(fn, *args)
-    except BrokenProcessPool as err:
-        failed: Future = Future()
-        failed.set_exception(err)
-        return failed
-
-
-def _pool(workers: int, web: WebResource, limits: SimpleNamespace) -> ProcessPoolExecutor:
+def _pool(count: int, web: WebResource, limits: SimpleNamespace) -> ProcessPoolExecutor:
     """Forked workers; in replay mode they get the web resource (its index built once, before the fork)."""
-    in_workers = web.mode == "replay"
-    if in_workers:
-        web.load_replay_index()
-    return ProcessPoolExecutor(
-        workers, mp_context=multiprocessing.get_context("fork"),
-        initializer=_worker_init, initargs=(web, limits) if in_workers else (),
-    )
+    if web.mode != "replay":
+        return forked_pool(count)
+    web.load_replay_index()
+    return forked_pool(count, web=web, limits=limits)
 
 
 def _isolated(reviews: list[TrustedReview], web: WebResource, limits: SimpleNamespace) -> list:
@@ -427,7 +397,7 @@ def _scrape_replay_parallel(
     reviews: list[TrustedReview], web: WebResource, pool: ProcessPoolExecutor, size: int, log
 ) -> list:
     chunks = [reviews[start : start + size] for start in range(0, len(reviews), size)]
-    futures = [_submit(pool, _replay_chunk, chunk) for chunk in chunks]
+    futures = [submit(pool, _replay_chunk, chunk) for chunk in chunks]
     outcomes: list = []
     for chunk, future in zip(chunks, futures):
         error = future.exception()  # a worker that died (e.g. killed for memory) loses its pages, not the stage
