@@ -349,3 +349,24 @@ def test_page_media_reads_open_graph_first():
     )
     bare = '<html><body><img src="/logo.svg"><img src="/shot.jpg"></body></html>'
     assert page_media(bare, "https://archive.ph/AbCd1") == ("", ["https://archive.ph/shot.jpg"])
+
+
+def test_replayed_claims_in_worker_processes_are_those_of_one_process(reviews, articles, tmp_path, monkeypatch):
+    """Stage 4 replayed on 2 forked processes: the same claims, media and drops in the same order as on threads of
+    one process, every fetch in the parent's log (the stage's yields read it), and a claim that raises in a worker
+    (an article without its review) an error drop with its cause."""
+    import assets.scraping.appearances as stage
+
+    monkeypatch.setattr(stage, "REPLAY_CHUNK", 3)
+    pages = [*articles.values(), articles[AFP_KENYA].model_copy(update={"review_id": "no-such-review"})]
+    runs = []
+    for processes in (1, 2):
+        web = WebResource(mode="replay", warc_paths=[str(SNAPSHOT / "pages.warc.gz")])
+        store = MediaStore(str(tmp_path / f"media-{processes}"))
+        out, stats = stage.recover_all(list(reviews.values()), pages, Recoverer(web, store, PipelineResource()),
+                                       PipelineResource(), threads=2, processes=processes)
+        runs.append(([c.model_dump() for c in out], dict(stats.drops), stats.extra, len(web.fetch_log())))
+    assert runs[0] == runs[1]
+    claims, drops, extra, fetches = runs[1]
+    assert len(claims) == len(articles) and drops == {"error:KeyError": 1} and fetches > 2 * len(articles)
+    assert sum(len(c["media"]) for c in claims) >= len(articles)

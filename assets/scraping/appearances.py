@@ -1,6 +1,7 @@
 """Stage 4: recover where each claim appeared (social posts, archived copies) and download the candidate media."""
 
 import datetime as dt
+import multiprocessing
 import re
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import unquote, urljoin, urlsplit
@@ -10,11 +11,13 @@ import lxml.html
 
 from assets.scraping import platforms
 from assets.scraping.articles import fetch_metadata
+from assets.scraping.workers import STATE, forked_pool, submit
 from assets.scraping.links import (
     canonical, cited_as_evidence, never_a_post, position_in, text_url_sentence, urls_in_text,
 )
 from assets.common import (
     ErrorBudget,
+    RecordError,
     StageYield,
     count,
     finish_stage,
@@ -463,36 +466,85 @@ def count_ways(stats: StageYield, appearance: Appearance) -> None:
 
 
 # Claims in flight. Live, fetches wait on the network and on per-host politeness. Replayed, they are CPU work
-# (archive reading, image decoding and encoding) on 2 cores: the rehearsal's 3,421 claims took 41.5 s on 8 threads,
-# 37.0 s on 4, 37.6 s on 3 and 40.8 s on 2.
+# (archive reading, image decoding and encoding, ffmpeg): in one process the rehearsal's 3,421 claims took 41.5 s on
+# 8 threads, 37.0 s on 4, 37.6 s on 3 and 40.8 s on 2; in 2 processes (pipeline.scrape_workers) 28.3-29.1 s on 2
+# threads each and 31.1 s on 4 each. So replayed claims are spread over the processes, REPLAY_THREADS in all.
 LIVE_THREADS, REPLAY_THREADS = 8, 4
+REPLAY_CHUNK = 16  # replayed claims per task of a worker process (pipeline.scrape_workers, as stage 3's)
+
+
+def _recover_one(recoverer: Recoverer, pipeline: PipelineResource, review: TrustedReview | None, article: Article,
+                 chooser=None) -> tuple[ClaimAppearances | None, Exception | None, list[str]]:
+    refused: list[str] = []
+    try:
+        if review is None:
+            raise KeyError(f"no trusted review {article.review_id} for the article")
+        return recover_claim(review, article, recoverer, pipeline, chooser, refused), None, refused
+    except Exception as err:  # noqa: BLE001 - counted as a drop by map_records
+        return None, err, refused
+
+
+def _recover_chunk(pairs: list[tuple[TrustedReview | None, Article]]) -> tuple[list, list[dict]]:
+    """Worker entry (replay mode): a few claims on the worker's threads; the error of a claim that raised crosses
+    back as its drop reason, the fetch-log entries go back to the parent's log."""
+    recoverer, pipeline, threads = STATE["recoverer"], STATE["pipeline"], STATE["threads"]
+    mark = recoverer.web.fetch_log_size()
+    with ThreadPoolExecutor(threads) as pool:
+        done = list(pool.map(lambda pair: _recover_one(recoverer, pipeline, *pair), pairs))
+    return [(claim, None if err is None else RecordError.of(err), refused) for claim, err, refused in done], \
+        recoverer.web.fetch_log(since=mark)
+
+
+def _recover_in_processes(pairs: list, recoverer: Recoverer, pipeline: PipelineResource, processes: int,
+                          threads: int, log=None) -> list:
+    """``_recover_one`` of every pair on ``processes`` forked workers, ``threads`` threads in all, in input order.
+    A worker that dies loses its claims (an error drop each, within the stage's error budget), not the stage."""
+    recoverer.web.load_replay_index()  # once, before the fork
+    chunks = [pairs[start: start + REPLAY_CHUNK] for start in range(0, len(pairs), REPLAY_CHUNK)]
+    pool = forked_pool(processes, recoverer=recoverer, pipeline=pipeline, threads=max(1, threads // processes))
+    out: list = []
+    try:
+        futures = [submit(pool, _recover_chunk, chunk) for chunk in chunks]
+        for chunk, future in zip(chunks, futures):
+            error = future.exception()
+            if error is not None:
+                out += [(None, RecordError.of(error), [])] * len(chunk)
+                continue
+            done, entries = future.result()
+            out += done
+            recoverer.web.extend_fetch_log(entries)
+            if log and (len(out) % 256 < REPLAY_CHUNK or len(out) == len(pairs)):
+                log.info(f"{STAGE}: {len(out)}/{len(pairs)} recovered on {processes} processes")
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return out
 
 
 def recover_all(
     reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, pipeline: PipelineResource, log=None,
-    threads: int = LIVE_THREADS, chooser=None,
+    threads: int = LIVE_THREADS, chooser=None, processes: int = 1,
 ) -> tuple[list[ClaimAppearances], StageYield]:
     """Claims run on ``threads`` threads: their fetches wait on the network and on per-host politeness, so
-    several claims in flight keep the web resource busy. Results keep the input order."""
+    several claims in flight keep the web resource busy. Replayed and without a chooser (a model), on
+    ``processes`` forked processes, ``threads`` in all, where the work is CPU (``REPLAY_THREADS``). Results keep
+    the input order, and are the same either way."""
     by_id = {r.review_id: r for r in reviews}
     stats = StageYield(len(articles))
-
-    def recover(article: Article):
-        refused: list[str] = []
-        try:
-            claim = recover_claim(by_id[article.review_id], article, recoverer, pipeline, chooser, refused)
-            return claim, None, refused
-        except Exception as err:  # noqa: BLE001 - counted as a drop by map_records below
-            return None, err, refused
-
-    with ThreadPoolExecutor(max(1, threads)) as pool:
-        recovered = list(pool.map(recover, articles))
+    pairs = [(by_id.get(a.review_id), a) for a in articles]
+    if processes > 1 and recoverer.web.mode == "replay" and chooser is None \
+            and not multiprocessing.current_process().daemon:  # a daemonic process (Celery's) starts no children
+        recovered = _recover_in_processes(pairs, recoverer, pipeline, processes, threads, log)
+    else:
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            recovered = list(pool.map(lambda pair: _recover_one(recoverer, pipeline, *pair, chooser), pairs))
     if chooser is not None:
         stats.extra["chooser/refused_urls"] = sum(len(r[2]) for r in recovered)
         stats.extra["chooser/claims_with_refusals"] = sum(1 for r in recovered if r[2])
 
     def one(outcome):
         claim, err, _ = outcome
+        if isinstance(err, RecordError):  # raised in a worker process
+            return None, err
         if err is not None:
             raise err
         usable = [a for a in claim.appearances if a.status == "ok"]
@@ -534,6 +586,7 @@ def appearances(
         context.log,
         threads=REPLAY_THREADS if web.mode == "replay" else LIVE_THREADS,
         chooser=chooser,
+        processes=pipeline.scrape_workers,
     )
     stats.extra["media"] = sum(len(c.media) for c in out)
     stats.extra.update(fetch_metadata(web.fetch_log(since=mark)))
