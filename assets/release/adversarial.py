@@ -27,9 +27,9 @@ MIN_NATURAL = 5  # natural Intact claims needed to train on; with fewer nothing 
 
 
 def _detectability(x, y: np.ndarray, seed: int) -> tuple[np.ndarray, float, float]:
-    """Per class-1 row of ``x`` (the texts' ``text_vectors``), the mean over PARTITIONS random halves (where it is held out) of the share of held-out
-    class-0 texts the classifier scores below it (0.5: it looks like them; 1: it stands out); and the held-out AUC's
-    mean and standard deviation over the halves (0.5: the classes look alike)."""
+    """Per class-1 row of ``x`` (the texts' ``text_vectors``), the mean over PARTITIONS random halves (where it is
+    held out) of the share of held-out class-0 rows the classifier scores below it (0.5: it looks like them; 1: it
+    stands out); and the held-out AUC's mean and standard deviation over the halves (0.5: the classes look alike)."""
     from sklearn.linear_model import LogisticRegression  # here, not with the code location (seconds per process)
     from threadpoolctl import threadpool_limits
 

@@ -50,8 +50,8 @@ def compared_length(text: str) -> int:
 
 
 def comparable_lengths(a, b):
-    """Whether compared texts of ``a`` and ``b`` characters (``compared_length``; numbers or arrays, pair by pair) can be
-    near-duplicates: the guard of every text match (release.remove_near_duplicates and match_recurring)."""
+    """Whether compared texts of ``a`` and ``b`` characters (``compared_length``; numbers or arrays, pair by pair)
+    can be near-duplicates: the guard of every text match (release.remove_near_duplicates and match_recurring)."""
     return np.minimum(a, b) >= MIN_LENGTH_SHARE * np.maximum(a, b)
 
 
@@ -78,9 +78,9 @@ def near_duplicate(a: str, b: str, similarity: float) -> bool:
 def first_near_duplicate(text: str, others: list[str], similarity: float, sizes=None, signs=None,
                          skip=()) -> int | None:
     """The index of the best-scoring text of ``others`` (the first of equals) that ``text`` nearly duplicates, none
-    at the indices in ``skip``. ``sizes`` and ``signs``: the others' ``compared_length`` and ``polarity_id`` (arrays), where
-    the caller keeps them (the in-quarter removal compares each claim with every kept one: 1.6 s for 1,677 claims
-    when each comparison worked them out again)."""
+    at the indices in ``skip``. ``sizes`` and ``signs``: the others' ``compared_length`` and ``polarity_id``
+    (arrays), where the caller keeps them (the in-quarter removal compares each claim with every kept one: 1.6 s
+    for 1,677 claims when each comparison worked them out again)."""
     if not others:
         return None
     sizes = np.fromiter(map(compared_length, others), float, len(others)) if sizes is None else sizes[:len(others)]
