@@ -370,3 +370,31 @@ def test_replayed_claims_in_worker_processes_are_those_of_one_process(reviews, a
     claims, drops, extra, fetches = runs[1]
     assert len(claims) == len(articles) and drops == {"error:KeyError": 1} and fetches > 2 * len(articles)
     assert sum(len(c["media"]) for c in claims) >= len(articles)
+
+
+def test_a_claim_that_kills_its_worker_loses_only_itself(reviews, articles, tmp_path, monkeypatch):
+    """A worker process that dies (os._exit in one claim, as an OOM kill or a crash in an image decoder would) fails
+    every claim it had and the pool; those are tried again one at a time, and only the killer is lost."""
+    import os
+
+    import assets.scraping.appearances as stage
+
+    real = stage.recover_claim
+
+    def fragile(review, article, *args, **kwargs):
+        if article.review_id == "killer":
+            os._exit(9)  # only ever in a forked worker
+        return real(review, article, *args, **kwargs)
+
+    monkeypatch.setattr(stage, "recover_claim", fragile)
+    monkeypatch.setattr(stage, "REPLAY_CHUNK", 2)
+    killer = articles[AFP_KENYA].model_copy(update={"review_id": "killer"})
+    pages = [*list(articles.values())[:3], killer, *list(articles.values())[3:]]
+    known = [*reviews.values(), reviews[AFP_KENYA].model_copy(update={"review_id": "killer"})]
+    runs = {}
+    for processes, work in ((1, list(articles.values())), (2, pages)):
+        web = WebResource(mode="replay", warc_paths=[str(SNAPSHOT / "pages.warc.gz")])
+        recoverer = Recoverer(web, MediaStore(str(tmp_path / f"media-{processes}")), PipelineResource())
+        out, stats = stage.recover_all(known, work, recoverer, PipelineResource(), threads=2, processes=processes)
+        runs[processes] = [c.model_dump() for c in out], dict(stats.drops)
+    assert runs[2] == (runs[1][0], {"worker_died": 1}) and runs[1][1] == {}
