@@ -4,7 +4,6 @@ import datetime as dt
 import multiprocessing
 import re
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from urllib.parse import unquote, urljoin, urlsplit
 
 import dagster as dg
@@ -12,7 +11,7 @@ import lxml.html
 
 from assets.scraping import platforms
 from assets.scraping.articles import fetch_metadata
-from assets.scraping.workers import BROKEN, STATE, forked_pool, submit
+from assets.scraping.workers import STATE, WORKER_DIED, alone, forked_pool, in_chunks, retry_dead
 from assets.scraping.links import (
     canonical, cited_as_evidence, never_a_post, position_in, text_url_sentence, urls_in_text,
 )
@@ -500,54 +499,18 @@ def _recover_in_processes(pairs: list, recoverer: Recoverer, pipeline: PipelineR
                           threads: int, log=None) -> list:
     """``_recover_one`` of every pair on ``processes`` forked workers, ``threads`` threads in all, in input order.
     A worker that dies (killed for memory, a crash in an image or video decoder) fails every claim it had and the
-    pool with it; those claims are tried again one at a time (``_isolated``)."""
+    pool with it; those claims are tried again one at a time (``retry_dead``)."""
     recoverer.web.load_replay_index()  # once, before the fork
-    chunks = [pairs[start: start + REPLAY_CHUNK] for start in range(0, len(pairs), REPLAY_CHUNK)]
     pool = forked_pool(processes, recoverer=recoverer, pipeline=pipeline, threads=max(1, threads // processes))
-    out: list = []
     try:
-        futures = [submit(pool, _recover_chunk, chunk) for chunk in chunks]
-        for chunk, future in zip(chunks, futures):
-            error = future.exception()
-            if error is not None:
-                out += [(None, RecordError.of(error), [])] * len(chunk)
-                continue
-            done, entries = future.result()
-            out += done
-            recoverer.web.extend_fetch_log(entries)
-            if log and (len(out) % 256 < REPLAY_CHUNK or len(out) == len(pairs)):
-                log.info(f"{STAGE}: {len(out)}/{len(pairs)} recovered on {processes} processes")
+        out = in_chunks(pool, _recover_chunk, pairs, REPLAY_CHUNK, recoverer.web, lambda reason: (None, reason, []),
+                        log, lambda done: f"{STAGE}: {done}/{len(pairs)} recovered on {processes} processes")
     finally:
         pool.shutdown(cancel_futures=True)
-    broken = [i for i, (_, err, _) in enumerate(out) if err == BROKEN]
-    if broken:
-        if log:
-            log.warning(f"{STAGE}: a worker process died; trying its {len(broken)} claims again one at a time")
-        for i, outcome in zip(broken, _isolated([pairs[i] for i in broken], recoverer, pipeline)):
-            out[i] = outcome
+    retry_dead(out, pairs, lambda: forked_pool(1, recoverer=recoverer, pipeline=pipeline, threads=1),
+               lambda one, pair: alone(one, _recover_chunk, pair, recoverer.web), (None, WORKER_DIED, []), log, STAGE,
+               "claims")
     return out
-
-
-def _isolated(pairs: list, recoverer: Recoverer, pipeline: PipelineResource) -> list:
-    """Claims whose worker process died, each in a fresh single worker: a claim that kills its worker loses only
-    itself (``worker_died``, a drop outside the error budget, as in stage 3)."""
-    outcomes, pool = [], None
-    try:
-        for pair in pairs:
-            pool = pool or forked_pool(1, recoverer=recoverer, pipeline=pipeline, threads=1)
-            try:
-                done, entries = pool.submit(_recover_chunk, [pair]).result()
-            except BrokenProcessPool:
-                pool.shutdown(cancel_futures=True)
-                pool = None
-                outcomes.append((None, "worker_died", []))
-                continue
-            recoverer.web.extend_fetch_log(entries)
-            outcomes += done
-    finally:
-        if pool:
-            pool.shutdown()
-    return outcomes
 
 
 def recover_all(

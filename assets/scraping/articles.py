@@ -4,7 +4,6 @@ import json
 import multiprocessing
 import re
 from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from types import SimpleNamespace
 from urllib.parse import urljoin, urlsplit
 
@@ -12,7 +11,7 @@ import dagster as dg
 import lxml.etree
 import lxml.html
 
-from assets.scraping.workers import BROKEN, STATE, forked_pool, submit
+from assets.scraping.workers import STATE, WORKER_DIED, alone, forked_pool, in_chunks, retry_dead, submit
 from assets.scraping.links import embed_of, in_chrome, in_embed, link_context, page_chars
 from assets.common import (
     ErrorBudget,
@@ -331,7 +330,8 @@ def scrape(
     pool = _pool(workers, web, limits) if workers > 1 else None
     try:
         if pool and web.mode == "replay":
-            outcomes = _scrape_replay_parallel(reviews, web, pool, replay_chunk, log)
+            outcomes = in_chunks(pool, _replay_chunk, reviews, replay_chunk, web, lambda reason: (None, reason), log,
+                                 lambda done: f"{STAGE}: {done}/{len(reviews)} fetched and extracted")
         else:
             for start in range(0, len(reviews), batch):
                 chunk = reviews[start : start + batch]
@@ -349,12 +349,8 @@ def scrape(
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
-    broken = [i for i, (_, reason) in enumerate(outcomes) if reason == BROKEN]
-    if broken:  # a worker died: every page it had in flight or queued failed with it
-        if log:
-            log.warning(f"{STAGE}: a worker process died; trying its {len(broken)} pages again one at a time")
-        for i, outcome in zip(broken, _isolated([reviews[i] for i in broken], web, limits)):
-            outcomes[i] = outcome
+    retry_dead(outcomes, reviews, lambda: _pool(1, web, limits), lambda one, review: _alone(one, review, web, limits),
+               (None, WORKER_DIED), log, STAGE, "pages")
     budget = ErrorBudget.for_stage(pipeline, STAGE, len(reviews), log)
     return map_records(STAGE, list(zip(reviews, outcomes)), lambda pair: pair[1], stats, budget=budget), stats
 
@@ -367,49 +363,13 @@ def _pool(count: int, web: WebResource, limits: SimpleNamespace) -> ProcessPoolE
     return forked_pool(count, web=web, limits=limits)
 
 
-def _isolated(reviews: list[TrustedReview], web: WebResource, limits: SimpleNamespace) -> list:
-    """Pages whose worker process died (killed for memory, a crash in a C extension) are tried again one at a
-    time in a fresh single worker, so a page that kills its worker loses only itself (``worker_died``). Live,
-    the page comes from the archive the first pass wrote."""
-    outcomes, pool = [], None
-    try:
-        for review in reviews:
-            pool = pool or _pool(1, web, limits)
-            try:
-                if web.mode == "replay":
-                    pages, entries = pool.submit(_replay_chunk, [review]).result()
-                    web.extend_fetch_log(entries)
-                    outcomes.append(pages[0])
-                else:
-                    result = web.fetch(review.review_url, content_types=HTML_TYPES, reuse=True)
-                    outcomes.append(pool.submit(_outcome, review, result, limits).result())
-            except BrokenProcessPool:
-                pool.shutdown(cancel_futures=True)
-                pool = None
-                outcomes.append((None, "worker_died"))
-    finally:
-        if pool:
-            pool.shutdown()
-    return outcomes
-
-
-def _scrape_replay_parallel(
-    reviews: list[TrustedReview], web: WebResource, pool: ProcessPoolExecutor, size: int, log
-) -> list:
-    chunks = [reviews[start : start + size] for start in range(0, len(reviews), size)]
-    futures = [submit(pool, _replay_chunk, chunk) for chunk in chunks]
-    outcomes: list = []
-    for chunk, future in zip(chunks, futures):
-        error = future.exception()  # a worker that died (e.g. killed for memory) loses its pages, not the stage
-        if error:
-            outcomes.extend([(None, RecordError.of(error))] * len(chunk))
-        else:
-            pages, entries = future.result()
-            outcomes.extend(pages)
-            web.extend_fetch_log(entries)
-        if log and (len(outcomes) % 256 < size or len(outcomes) == len(reviews)):
-            log.info(f"{STAGE}: {len(outcomes)}/{len(reviews)} fetched and extracted")
-    return outcomes
+def _alone(pool: ProcessPoolExecutor, review: TrustedReview, web: WebResource, limits: SimpleNamespace):
+    """A page whose worker process died (killed for memory, a crash in a C extension), in a worker of its own
+    (``retry_dead``). Live, the page comes from the archive the first pass wrote."""
+    if web.mode == "replay":
+        return alone(pool, _replay_chunk, review, web)
+    result = web.fetch(review.review_url, content_types=HTML_TYPES, reuse=True)
+    return pool.submit(_outcome, review, result, limits).result()
 
 
 def fetch_metadata(entries: list[dict]) -> dict[str, float | int]:

@@ -7,8 +7,11 @@ import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
+from assets.common import RecordError
+
 STATE: dict = {}  # a worker's start values (forked_pool's keywords)
 BROKEN = f"error:{BrokenProcessPool.__name__}"  # the drop reason of the work a dead worker took with it
+WORKER_DIED = "worker_died"  # the drop reason of an item that killed its worker on its own
 
 
 def _start(values: dict) -> None:
@@ -34,3 +37,55 @@ def submit(pool: ProcessPoolExecutor, fn, *args) -> Future:
         failed: Future = Future()
         failed.set_exception(err)
         return failed
+
+
+def in_chunks(pool: ProcessPoolExecutor, fn, items: list, size: int, web, failed, log=None, progress=None) -> list:
+    """``fn(chunk) -> (outcomes, fetch-log entries)`` over ``items`` in chunks of ``size`` on ``pool``: the outcomes
+    in input order, the entries added to ``web``'s fetch log. A chunk whose worker died (killed for memory) gives
+    ``failed(reason)`` for each of its items (``BROKEN``: see ``retry_dead``), not the stage's failure. With
+    ``log``, the line ``progress(items done)`` about every 256 items."""
+    chunks = [items[start: start + size] for start in range(0, len(items), size)]
+    futures = [submit(pool, fn, chunk) for chunk in chunks]
+    outcomes: list = []
+    for chunk, future in zip(chunks, futures):
+        error = future.exception()
+        if error:
+            outcomes += [failed(RecordError.of(error))] * len(chunk)
+        else:
+            done, entries = future.result()
+            outcomes += done
+            web.extend_fetch_log(entries)
+        if log and (len(outcomes) % 256 < size or len(outcomes) == len(items)):
+            log.info(progress(len(outcomes)))
+    return outcomes
+
+
+def retry_dead(outcomes: list, items: list, new_pool, work, died, log=None, stage: str = "", noun: str = "items"
+               ) -> None:
+    """In place: the items whose worker died (reason ``BROKEN``, each outcome's second field: every item it had in
+    flight or queued failed with it), again one at a time, each in a single worker (``new_pool()``, ``work(pool,
+    item)``) that a death replaces, so an item that kills its worker loses only itself (``died``)."""
+    broken = [i for i, outcome in enumerate(outcomes) if outcome[1] == BROKEN]
+    if broken and log:
+        log.warning(f"{stage}: a worker process died; trying its {len(broken)} {noun} again one at a time")
+    pool = None
+    try:
+        for i in broken:
+            pool = pool or new_pool()
+            try:
+                outcomes[i] = work(pool, items[i])
+            except BrokenProcessPool:
+                pool.shutdown(cancel_futures=True)
+                pool = None
+                outcomes[i] = died
+    finally:
+        if pool:
+            pool.shutdown()
+
+
+def alone(pool: ProcessPoolExecutor, fn, item, web):
+    """``fn([item])`` (a chunk function of ``in_chunks``) on ``pool``: the item's outcome, its fetch-log entries
+    added to ``web``'s log (``retry_dead``'s ``work``, replayed)."""
+    done, entries = pool.submit(fn, [item]).result()
+    web.extend_fetch_log(entries)
+    return done[0]
