@@ -81,9 +81,12 @@ def review_snapshot(
         raise dg.Failure("no ClaimReview sources configured (config file: sources:)")
     payloads, source_status = load_sources(pipeline.sources, web, store.base / "sources")
     fp, parts = fingerprint(payloads)
-    parsed = not has_snapshot(store, fp)
-    merged = merge_sources(payloads) if parsed else None
+    merged = None if has_snapshot(store, fp) else merge_sources(payloads)
+    parsed = merged is not None
     manifest = write_snapshot(store, fp, merged, parts) if parsed else manifest_of(store, fp)
+    # per source parsed: in how many byte ranges (processes) it was read, and in how many seconds
+    reads = {"reads": dg.MetadataValue.json(merged.reads),
+             "feed_ranges": max(r["ranges"] for r in merged.reads)} if parsed and merged.reads else {}
     point_latest(store, fp, configured(pipeline))
     context.log.info(f"review_snapshot {fp}: {'parsed' if parsed else 'unchanged, not parsed'}, "
                      f"{manifest['reviews']} reviews in {len(manifest['quarters'])} quarters")
@@ -91,9 +94,7 @@ def review_snapshot(
         metadata={"fingerprint": fp, "parsed": parsed, "reviews": manifest["reviews"], "rejects": manifest["rejects"],
                   "quarters": dg.MetadataValue.json(manifest["quarters"]),
                   "sources": dg.MetadataValue.json(source_status),  # new / changed / unchanged per feed URL
-                  # per source: in how many byte ranges (processes) it was read, and in how many seconds
-                  **({"reads": dg.MetadataValue.json(merged.reads),
-                      "feed_ranges": max(r["ranges"] for r in merged.reads)} if merged and merged.reads else {})},
+                  **reads},
         data_version=dg.DataVersion(fp),
     )
 
