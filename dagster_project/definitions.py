@@ -62,7 +62,8 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets = dg.with_source_code_references(ALL_ASSETS + BOARD_ASSETS)
     resources = build_resources(config)
-    per_run = dg.BackfillPolicy.multi_run(max(1, resources["pipeline"].quarters_per_run))
+    batch = resources["pipeline"].quarters_per_run
+    per_run = dg.BackfillPolicy.multi_run(batch) if batch else dg.BackfillPolicy.single_run()
     assets = [a.with_attributes(backfill_policy=per_run) if a.key.path[-1] in BATCHED_STAGES else a for a in assets]
     # run-level retries (the daemon's, once `run_retries: {enabled: true}` is in dagster.yaml) on top of step retries
     retry_tags = {"dagster/max_retries": str(RETRY_DEFAULTS["max_retries"]), "dagster/retry_strategy": "FROM_FAILURE"}

@@ -85,7 +85,7 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
         assert listed.backfill_id == backfill_id and listed.status.value == "COMPLETED_SUCCESS"
         assert {k.to_user_string() for k in listed.asset_selection} == {"review_snapshot", *TABLES}
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
-        # the snapshot once, then one run with both stages for the three quarters (stages.quarters_per_run: 8)
+        # the snapshot once, then one run with both stages for the three quarters (stages.quarters_per_run: 0, all)
         assert sorted(quarters_of_run(r) for r in runs) == [[], QUARTERS]
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
         snapshot = instance.fetch_materializations(dg.AssetKey("review_snapshot"), limit=10).records
