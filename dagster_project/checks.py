@@ -9,7 +9,7 @@ import polars as pl
 from assets.release.release import validate_release
 from assets.claims.scored_claims import bin3
 from dagster_project.config import PipelineResource
-from dagster_project.history import latest_materialization
+from dagster_project.history import latest_materialization, latest_materializations
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
 
@@ -127,7 +127,11 @@ def previous_quarter(label: str) -> str:
 
 def latest_yield(instance: dg.DagsterInstance, asset: str, quarter: str) -> dict | None:
     """rows_in / rows_out (and the run) of the latest materialization of ``asset`` for ``quarter``, or None."""
-    record = latest_materialization(instance, asset, quarter)
+    return yield_of(latest_materialization(instance, asset, quarter))
+
+
+def yield_of(record) -> dict | None:
+    """rows_in / rows_out (and the run) of a materialization record, or None."""
     if record is None:
         return None
     meta = record.asset_materialization.metadata
@@ -186,11 +190,10 @@ def articles_scrape_success(context: dg.AssetCheckExecutionContext) -> dg.AssetC
 
 @dg.asset_check(asset="reviews", description="Yield band (WARN): at least half as many reviews as the previous quarter.")
 def reviews_volume(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
-    return per_quarter_result({q: review_volume_result(
-        q,
-        latest_yield(context.instance, "reviews", q),
-        latest_yield(context.instance, "reviews", previous_quarter(q)),
-    ) for q in _quarters(context)})
+    quarters = _quarters(context)
+    found = latest_materializations(context.instance, "reviews", [*quarters, previous_quarter(quarters[0])])
+    return per_quarter_result({q: review_volume_result(q, yield_of(found.get(q)), yield_of(found.get(previous_quarter(q))))
+                               for q in quarters})
 
 
 BLOCKING_CHECKS = [scored_claims_quality, release_format]

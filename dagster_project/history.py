@@ -21,12 +21,27 @@ STORAGE_KEYS = {"storage", "run_storage", "event_log_storage", "schedule_storage
 
 def latest_materialization(instance, asset: str, quarter: str):
     """The latest materialization record of ``asset`` for ``quarter`` through the instance's API, or None."""
+    return latest_materializations(instance, asset, [quarter]).get(quarter)
+
+
+def latest_materializations(instance, asset: str, quarters: list[str]) -> dict:
+    """quarter -> the latest materialization record of ``asset`` for it, for those of ``quarters`` that have one:
+    the records of all of them read newest first, a page at a time, until each quarter has its latest (a batched
+    run's check asks for 43 quarters: one query instead of 43)."""
     import dagster as dg
 
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[to_key(quarter)]), limit=1
-    ).records
-    return records[0] if records else None
+    keys = {to_key(q): q for q in quarters}
+    found: dict = {}
+    query = dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=list(keys))
+    cursor = None
+    while len(found) < len(keys):
+        page = instance.fetch_materializations(query, limit=2 * len(keys), cursor=cursor)
+        for record in page.records:
+            found.setdefault(keys[record.partition_key], record)
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found
 
 
 def latest_json(instance, asset: str, quarter: str, key: str) -> dict:
