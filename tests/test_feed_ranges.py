@@ -14,7 +14,7 @@ from assets.ingestion import feed_ranges
 from assets.ingestion.cleaning import collect_frames
 from assets.ingestion.feed_ranges import collect_sources, element_starts, read_ranges
 from assets.ingestion.languages import detect_language
-from assets.ingestion.merging import merge_sources
+from assets.ingestion.merging import chunks_aligned, merge_sources
 from assets.ingestion.sources import MAX_RECORD_DEPTH
 from tests.ingest_shapes import FIXTURES, real_claimreviews
 
@@ -168,3 +168,20 @@ def test_the_merged_reviews_are_those_of_one_reader(hostile_feed, monkeypatch):
     assert_frame_equal(ranged.rejects, one.rejects)
     assert_frame_equal(ranged.counts, one.counts)
     assert [r["ranges"] for r in one.reads] == [1] and [r["ranges"] for r in ranged.reads] == [2]
+
+
+def test_the_merged_rows_keep_the_ranges_chunks_in_every_column(hostile_feed, monkeypatch):
+    """The merge works on the ranges' frames as they come, chunk by chunk: every column of its result is cut at the
+    same rows (``chunks_aligned``), so that selecting and filtering it later copies no column whole. The cut columns
+    hold the values of one chunk."""
+    monkeypatch.setattr(feed_ranges, "RANGE_MIN_BYTES", hostile_feed.stat().st_size // 2)
+    monkeypatch.setattr(feed_ranges, "range_count", lambda path, workers=None: 2)
+    rows = merge_sources([("datafeed", "feed.json", str(hostile_feed))], batch=BATCH).rows
+    lengths = {tuple(column.chunk_lengths()) for column in rows.iter_columns()}
+    assert len(lengths) == 1 and len(next(iter(lengths))) > 10  # several frames per range, every column alike
+    whole = rows.rechunk()
+    mixed = pl.concat([whole.head(30), whole.slice(30)], rechunk=False).with_columns(pl.col("quarter").rechunk())
+    assert {len(column.chunk_lengths()) for column in mixed.iter_columns()} == {1, 2}
+    again = chunks_aligned(mixed)
+    assert {tuple(column.chunk_lengths()) for column in again.iter_columns()} == {(30, rows.height - 30)}
+    assert_frame_equal(again, rows)
