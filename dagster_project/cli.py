@@ -1,6 +1,7 @@
 """``veritas``: thin wrappers over Dagster to run quarters, read the stage yields and export a release."""
 
 import argparse
+import gc
 import importlib
 import json
 import math
@@ -631,5 +632,13 @@ def main(argv: list[str] | None = None) -> int:
     return 1
 
 
+def entry() -> int:
+    """The ``veritas`` program: ``main``, whose objects are then left for the exit to free (``gc.freeze``): Python's
+    last collection at exit walked every object the Dagster code location made, 0.7 s after each command."""
+    code = main()
+    gc.freeze()
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
