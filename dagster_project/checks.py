@@ -192,7 +192,7 @@ def articles_scrape_success(context: dg.AssetCheckExecutionContext) -> dg.AssetC
 def reviews_volume(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
     quarters = _quarters(context)
     found = latest_materializations(context.instance, "reviews", [*quarters, previous_quarter(quarters[0])])
-    return per_quarter_result({q: review_volume_result(q, yield_of(found.get(q)), yield_of(found.get(previous_quarter(q))))
+    return per_quarter_result({q: review_volume_result(q, *(yield_of(found.get(k)) for k in (q, previous_quarter(q))))
                                for q in quarters})
 
 
