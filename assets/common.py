@@ -50,14 +50,18 @@ def each_quarter(context: dg.AssetExecutionContext, fn) -> dg.MaterializeResult:
     """``fn(quarter) -> metadata`` for every quarter of the run: one quarter, or a backfill's range where the stage
     takes several per run (``stages.quarters_per_run``), ``QUARTER_THREADS`` at a time (on 2 cores, 42 quarters of
     reviews took 1.2 s instead of 1.7 s). Each quarter's materialization gets its own metadata, in quarter order, as
-    if it had had a run of its own; the first quarter that raises fails the step once the others under way end."""
+    if it had had a run of its own; the first quarter that raises fails the step once the others under way end. The
+    quarters' yields go to the run's log in one message (an event costs Dagster a database commit: 0.25 s for 84)."""
     keys = context.partition_keys
     pool = ThreadPoolExecutor(min(QUARTER_THREADS, len(keys)), thread_name_prefix="quarter")
+    lines = []
     try:
         for key, metadata in zip(keys, pool.map(fn, [to_label(k) for k in keys])):
             context.add_asset_metadata(metadata, partition_key=key)
+            lines.append(yield_line(context.asset_key.path[-1], metadata))
     finally:
         pool.shutdown(cancel_futures=True)
+    context.log.info("\n".join(lines))
     return dg.MaterializeResult()
 
 
@@ -116,9 +120,18 @@ class StageYield:
         return meta
 
 
-def finish_stage(*args, **kwargs) -> dg.MaterializeResult:
-    """``finish_quarter`` for a stage whose run is one quarter: its metadata on the run's materialization."""
-    return dg.MaterializeResult(metadata=finish_quarter(*args, **kwargs))
+def finish_stage(context: dg.AssetExecutionContext, store: StoreResource, asset: str, *args, **kwargs
+                 ) -> dg.MaterializeResult:
+    """``finish_quarter`` for a stage whose run is one quarter: its metadata on the run's materialization, its yield
+    in the run's log."""
+    meta = finish_quarter(context, store, asset, *args, **kwargs)
+    context.log.info(yield_line(asset, meta))
+    return dg.MaterializeResult(metadata=meta)
+
+
+def yield_line(asset: str, meta: dict) -> str:
+    """A quarter's yield as the run's log shows it, from ``finish_quarter``'s metadata."""
+    return f"{asset} {meta['quarter']}: {meta['rows_in']} in, {meta['rows_out']} out, drops {meta['drops_json'].value}"
 
 
 def finish_quarter(
@@ -132,7 +145,7 @@ def finish_quarter(
     quarantined: list[QuarantineRecord] = (),
 ) -> dict:
     """Write the stage's table for one quarter (records, or a frame of the model's columns) and its quarantine as new
-    versions; returns the quarter's yield metadata."""
+    versions; returns the quarter's yield metadata (the caller logs it: ``yield_line``)."""
     df = records if isinstance(records, pl.DataFrame) else to_frame(list(records), model)
     run_id = getattr(context, "run_id", "") or ""
     version = store.write_table(asset, quarter, df, run_id)
@@ -147,7 +160,6 @@ def finish_quarter(
         stage_yield.drop(f"quarantined:{q.reason}")
     meta = stage_yield.metadata(len(df))
     meta.update({"quarter": quarter, "version": version, "quarantined": len(quarantined)})
-    context.log.info(f"{asset} {quarter}: {stage_yield.rows_in} in, {len(df)} out, drops {dict(stage_yield.drops)}")
     return meta
 
 

@@ -1,6 +1,7 @@
 """A batched run (a backfill's range of quarters in one run, ``stages.quarters_per_run``) works on its quarters in
 ``QUARTER_THREADS`` threads: each quarter's materialization still gets its own metadata, in quarter order, and a
-quarter that raises fails the run without the quarters not yet begun being worked on."""
+quarter that raises fails the run without the quarters not yet begun being worked on. The quarters' yields go to
+the run's log in one message."""
 
 import threading
 import time
@@ -8,7 +9,7 @@ import time
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from assets.common import PARTITIONS, QUARTER_THREADS, each_quarter
+from assets.common import PARTITIONS, QUARTER_THREADS, StageYield, each_quarter
 from dagster_project.partitions import to_label
 
 RANGE = {ASSET_PARTITION_RANGE_START_TAG: "2020-01", ASSET_PARTITION_RANGE_END_TAG: "2021-10"}  # 8 quarters
@@ -23,8 +24,9 @@ def probe_asset(ran: list[str], failing: str | None, threads: set[str]):
             time.sleep(0.3 if quarter != "2020Q1" else 0.6)  # the first quarter ends after the second
             if quarter == failing:
                 raise ValueError(f"{quarter} is broken")
-            context.log.info(f"probe {quarter} done")
-            return {"quarter": quarter, "rows_out": len(ran)}
+            stats = StageYield(rows_in=10)
+            stats.drop("duplicate", 3)
+            return {**stats.metadata(7), "quarter": quarter}
 
         return each_quarter(context, one)
 
@@ -38,8 +40,12 @@ def test_each_quarter_gets_its_own_metadata_in_order():
         assert result.success
         records = instance.fetch_materializations(dg.AssetKey("probe"), limit=20, ascending=True).records
         by_quarter = {to_label(r.partition_key): r.asset_materialization.metadata["quarter"].value for r in records}
-    assert by_quarter == {q: q for q in ["2020Q1", "2020Q2", "2020Q3", "2020Q4", "2021Q1", "2021Q2", "2021Q3", "2021Q4"]}
-    assert sorted(ran) == sorted(by_quarter) and len(threads) == QUARTER_THREADS == 2
+        logs = [e.user_message for e in instance.all_logs(result.run_id) if e.dagster_event is None]
+    quarters = ["2020Q1", "2020Q2", "2020Q3", "2020Q4", "2021Q1", "2021Q2", "2021Q3", "2021Q4"]
+    assert by_quarter == {q: q for q in quarters}
+    assert sorted(ran) == quarters and len(threads) == QUARTER_THREADS == 2
+    assert [log for log in logs if "probe 20" in log] == [
+        "\n".join(f"probe {q}: 10 in, 7 out, drops {{'duplicate': 3}}" for q in quarters)]
 
 
 def test_a_quarter_that_raises_fails_the_run_and_the_quarters_not_begun_are_not_worked_on():
