@@ -6,12 +6,14 @@ ClaimReview both as page markup and, altered, in a feed (page > feed), and the m
 
 import copy
 import csv
+import hashlib
 import json
 
 import pytest
 
 from assets.ingestion.merging import ingest, merge_sources
 from assets.ingestion.snapshot import fingerprint, read_quarter, write_snapshot
+from assets.ingestion.sources import prefetch_digests
 from dagster_project.resources.store import StoreResource
 from schemas.frames import validate_rows
 from schemas.records import Review
@@ -99,3 +101,18 @@ def test_the_fingerprint_follows_the_content_only(tmp_path):
     with open(feed_path, "a", encoding="utf-8") as fh:
         fh.write(" ")
     assert fingerprint([("datafeed", "feed.json", str(feed_path))])[0] != one
+
+
+def test_a_feed_hashed_ahead_counts_only_as_it_was_when_the_hashing_began(tmp_path):
+    """``veritas backfill`` hashes local feeds on a thread while it starts (``prefetch_digests``); the fingerprint
+    takes that digest up only while the file is as it was, else it reads the file again."""
+    feed_path = tmp_path / "feed.json"
+    feed_path.write_text(json.dumps(fixture_sources()[1][2]), encoding="utf-8")
+    alone, _ = fingerprint([("datafeed", "feed.json", str(feed_path))])
+    prefetch_digests([str(feed_path), str(tmp_path / "absent.json")])  # a missing file is left to the stage
+    assert fingerprint([("datafeed", "feed.json", str(feed_path))])[0] == alone
+    prefetch_digests([str(feed_path)])
+    with open(feed_path, "a", encoding="utf-8") as fh:
+        fh.write(" ")  # changed after its hashing began
+    changed, parts = fingerprint([("datafeed", "feed.json", str(feed_path))])
+    assert changed != alone and parts[0]["sha256"] == hashlib.sha256(feed_path.read_bytes()).hexdigest()

@@ -104,6 +104,16 @@ def launches_here(stages: list[str], launch: str) -> bool:
     return launch == "here"
 
 
+def hash_feeds_ahead(config: dict, stages: list[str], launch: str) -> None:
+    """Where this process will build the sources' snapshot, begin hashing its local feed files now: the snapshot's
+    fingerprint needs their sha256 (0.35 s for 400 MB), which a thread computes beside the imports to come."""
+    if "reviews" in stages and launches_here(stages, launch):
+        from assets.ingestion.sources import prefetch_digests
+
+        prefetch_digests(spec["path"] for spec in config["stages"]["sources"] if spec["kind"] == "datafeed"
+                         and spec.get("path") and not spec["path"].startswith(("http://", "https://")))
+
+
 def here_launcher(on_interrupt: "Stop"):
     """A run launcher that executes each run in this process, one after the other, with the code imported once.
 
@@ -428,6 +438,8 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
 
     config = load_config(config_path)
     os.environ["VERITAS_CONFIG"] = config["path"]  # the code server and the run workers build the same definitions
+    if not retry:
+        hash_feeds_ahead(config, stage_selection(start, None if until == BOARD else until), launch)
     instance = project_instance(config)
     if retry:
         old = instance.get_backfill(retry)
