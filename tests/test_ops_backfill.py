@@ -88,6 +88,8 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
         # the snapshot once, then one run with both stages for the three quarters (stages.quarters_per_run: 0, all)
         assert sorted(quarters_of_run(r) for r in runs) == [[], QUARTERS]
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        # the runs ran in the command's process and printed to its output: no stdout or stderr captured to files
+        assert not list((Path(load_config(cfg)["data_dir"]) / "dagster").glob("storage/*/compute_logs/*"))
         snapshot = instance.fetch_materializations(dg.AssetKey("review_snapshot"), limit=10).records
         assert len(snapshot) == 1 and snapshot[0].asset_materialization.metadata["parsed"].value is True
         read = snapshot[0].asset_materialization.metadata  # a small feed: one process read it
