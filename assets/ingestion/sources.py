@@ -1123,7 +1123,7 @@ def prefetch_digests(paths: Iterable[str]) -> None:
         try:
             digest = _file_digest(path)
             done.set_result(digest if _file_state(path) == state else None)
-        except OSError:
+        except Exception:  # noqa: BLE001 - never leave the future unset: source_digest reads the file itself
             done.set_result(None)
 
     for path in paths:
