@@ -30,8 +30,8 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from assets.rules.ids import stable_id
 from assets.scraping.articles import scrape
-from assets.common import stable_id
 from dagster_project.config import PipelineResource
 from dagster_project.resources.web import WebResource
 from schemas.records import TrustedReview

@@ -32,12 +32,12 @@ _import_litellm()  # offline cost map before anything else imports litellm
 import httpx
 import pydantic
 
-from assets.ensemble import prefetch
-from assets.claims.scored_claims import score_claim
+from assets.ensemble.rounds import prefetch
+from assets.ensemble.scoring import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
-from schemas.records import NormalizedClaim
 from dagster_project.simulation.openai_stub import OpenAIStub
+from schemas.records import NormalizedClaim
 
 ANSWER = json.dumps({"category": "positive", "certainty": "rather certain", "justification": "bench", "tags": []})
 

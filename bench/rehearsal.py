@@ -44,13 +44,18 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from assets.release.card import integrity_summary  # noqa: E402
+from assets.release.validation import validate_release  # noqa: E402
 from bench.rehearsal_stage import HEDGED, SLOT_BUSY  # noqa: E402
 from dagster_project.simulation.panel import PanelConfig, PanelServer, parse_styles  # noqa: E402
 from dagster_project.simulation.quarter import QuarterConfig, generate  # noqa: E402
 from dagster_project.simulation.records import SHARED_DATA, load_shared  # noqa: E402
-from assets.release.card import integrity_summary  # noqa: E402
-from assets.release.release import validate_release  # noqa: E402
-from dagster_project.simulation.run import agreement, client_timeout, latest_release, write_config  # noqa: E402
+from dagster_project.simulation.run import (  # noqa: E402
+    agreement,
+    client_timeout,
+    latest_release,
+    write_config,
+)
 
 STAGES = ["reviews", "trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims",
           "rectified_claims", "release", "predictions", "evaluation"]

@@ -17,8 +17,8 @@ def main(argv: list[str]) -> int:
     import dagster as dg
 
     from dagster_project.checks import CHECKS
-    from dagster_project.cli import _instance
     from dagster_project.config import load_config
+    from dagster_project.core.instance import project_instance
     from dagster_project.definitions import ALL_ASSETS, build_resources, with_snapshot
     from dagster_project.partitions import to_key
     config_path, quarter, stage = argv[:3]
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         scoring.label_scheme = lambda: scheme  # stage 6 and 7 read the scheme through this name
     config = load_config(config_path)
     result = dg.materialize([*ALL_ASSETS, *CHECKS], selection=with_snapshot([stage]), partition_key=to_key(quarter),
-                            resources=build_resources(config), instance=_instance(config),
+                            resources=build_resources(config), instance=project_instance(config),
                             tags={"veritas/quarter": quarter, "veritas/simulated": "true"}, raise_on_error=False)
     for tag, prefix in ((HEDGED, "llm/hedged/"), (SLOT_BUSY, "llm/slot_busy/")):  # the bench reads these lines
         per_member = {key.rsplit("/", 1)[1]: value.value for m in result.get_asset_materialization_events()

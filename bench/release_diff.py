@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from assets.claims.length import MEDIA_REF  # noqa: E402
-from assets.claims.scored_claims import bin3  # noqa: E402
+from assets.rules.bins import bin3  # noqa: E402
+from assets.rules.length import MEDIA_REF  # noqa: E402
 from dagster_project.resources.store import StoreResource  # noqa: E402
 
 STAGES = ("trusted_reviews", "articles", "appearances", "normalized_claims", "scored_claims", "rectified_claims")

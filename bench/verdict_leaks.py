@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from assets.claims.normalized_claims import LeakVocabulary, check_claim_text, verdict_leak
+from assets.rules.claim_text import LeakVocabulary, check_claim_text, verdict_leak
 from dagster_project.config import PipelineResource
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,13 +3,19 @@
 import os
 
 import dagster as dg
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 import polars as pl
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
 
-from assets.release.release import validate_release
-from assets.claims.scored_claims import bin3
+from assets.release.validation import validate_release
+from assets.rules.bins import bin3
 from dagster_project.config import PipelineResource
-from dagster_project.history import latest_materialization, latest_materializations
+from dagster_project.core.instance_records import (
+    latest_materialization,
+    latest_materializations,
+)
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
 

@@ -10,8 +10,14 @@ import dagster as dg
 import pydantic
 from pydantic import Field
 
-from dagster_project import settings
-from dagster_project.settings import DEFAULT_CONFIG, PROJECT_ROOT, ConfigError, config_error, nearest  # noqa: F401
+from dagster_project.core import config_file
+from dagster_project.core.config_file import (  # noqa: F401
+    DEFAULT_CONFIG,
+    PROJECT_ROOT,
+    ConfigError,
+    config_error,
+    nearest,
+)
 
 
 class SourceSpec(dg.Config):
@@ -140,7 +146,7 @@ class PipelineResource(dg.ConfigurableResource):
     # reason goes back to the writer for up to this many more rounds (MMCV's critique-and-refine loop); 0: no loop
     refine_rounds: int = Field(2, ge=0)
     # stage 7 on demand: at least this many more variants than the release needs, so that the release can leave out
-    # the ones a classifier tells from natural claims (assets/release/adversarial.py) and still fill its Intact half;
+    # the ones a classifier tells from natural claims (assets/selection/adversarial.py) and still fill its Intact half;
     # once it has them, stage 7 measures that share as the release will and makes more where it is larger; 0: none
     rectify_surplus: float = Field(0.3, ge=0)
     # release
@@ -252,7 +258,7 @@ def check_config(config: dict) -> None:
 
 
 def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """``settings.load_config``, then ``check_config``: what the pipeline's resources are built from."""
-    config = settings.load_config(path)
+    """``config_file.load_config``, then ``check_config``: what the pipeline's resources are built from."""
+    config = config_file.load_config(path)
     check_config(config)
     return config

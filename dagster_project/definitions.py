@@ -10,20 +10,24 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import dagster as dg  # noqa: E402
 
-from assets.scraping.appearances import appearances  # noqa: E402
-from assets.scraping.articles import articles  # noqa: E402
+from assets.claims.normalized_claims import normalized_claims  # noqa: E402
+from assets.claims.rectified_claims import rectified_claims  # noqa: E402
+from assets.claims.scored_claims import scored_claims  # noqa: E402
 from assets.evaluation.evaluation import evaluation  # noqa: E402
 from assets.evaluation.leaderboard import leaderboard  # noqa: E402
-from assets.claims.normalized_claims import normalized_claims  # noqa: E402
 from assets.evaluation.predictions import predictions  # noqa: E402
-from assets.claims.rectified_claims import rectified_claims  # noqa: E402
-from assets.release.release import release  # noqa: E402
 from assets.ingestion.reviews import review_snapshot, reviews  # noqa: E402
-from assets.claims.scored_claims import scored_claims  # noqa: E402
 from assets.ingestion.trusted_reviews import trusted_reviews  # noqa: E402
+from assets.release.asset import release  # noqa: E402
+from assets.scraping.appearances import appearances  # noqa: E402
+from assets.scraping.articles import articles  # noqa: E402
 from dagster_project.checks import CHECKS  # noqa: E402
 from dagster_project.config import PipelineResource, load_config  # noqa: E402
-from dagster_project.executors import ALL_STAGES_JOB, RETRY_DEFAULTS, executor_from_config  # noqa: E402
+from dagster_project.executors import (  # noqa: E402
+    ALL_STAGES_JOB,
+    RETRY_DEFAULTS,
+    executor_from_config,
+)
 from dagster_project.resources.llm import LLMResource  # noqa: E402
 from dagster_project.resources.store import StoreResource  # noqa: E402
 from dagster_project.resources.web import WebResource  # noqa: E402

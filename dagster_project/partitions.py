@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from dagster_project.quarters import (  # noqa: F401 - re-exported: the stages import them from here
+from dagster_project.core.quarters import (  # noqa: F401 - re-exported: the stages import them from here
     FIRST_DAY,
     LAST_DAY,
     QUARTER_START,

@@ -6,10 +6,13 @@ A page asks for a generated block with an HTML comment on a line of its own:
   builds (its subcommand modules under ``dagster_project/commands/`` included);
 - ``<!-- generated: config -->``: every configuration key with its type, default and meaning, from the
   configuration models (``PipelineResource`` and ``SourceSpec`` in ``dagster_project/config.py``, the web, LLM and
-  store resources, the ensemble member) and the loader in ``dagster_project/settings.py``. A field's meaning is
+  store resources, the ensemble member) and the loader in ``dagster_project/core/config_file.py``. A field's meaning is
   its comment in the source (the comment lines right above it and the comment at its end); a one-line comment of
   at most 50 characters without a colon above a field is a section heading. A field without a comment falls back
   to ``MEANINGS`` below; a field with neither is a warning, and ``mkdocs build --strict`` fails on it.
+
+- ``<!-- generated: floors -->``: the floors of the code, bottom to top, as ``tests/test_import_graph.py`` names
+  and enforces them: each floor's packages, modules and lines, and the floors its imports reach.
 
 The screenshots in ``docs/img/`` are committed copies of what the tests render with headless Chromium
 (``SCREENSHOTS`` below: the asset graph, the yields dashboard, the leaderboard page). When a test run left fresh
@@ -320,7 +323,7 @@ def _type(field) -> str:
 
 def loader_defaults() -> dict[tuple[str, str], str]:
     """(section, key) -> what ``settings.load_config`` sets when the file leaves the key out."""
-    settings = importlib.import_module("dagster_project.settings")
+    settings = importlib.import_module("dagster_project.core.config_file")
     tree = ast.parse(inspect.getsource(settings))
     out = {}
     for call in ast.walk(tree):
@@ -336,7 +339,7 @@ def loader_defaults() -> dict[tuple[str, str], str]:
 
 def accepted_top_level() -> set[str]:
     """The top-level keys ``settings.load_config`` accepts (the set it checks unknown keys against)."""
-    settings = importlib.import_module("dagster_project.settings")
+    settings = importlib.import_module("dagster_project.core.config_file")
     for node in ast.walk(ast.parse(inspect.getsource(settings.load_config))):
         if isinstance(node, ast.Set) and all(isinstance(e, ast.Constant) for e in node.elts) and len(node.elts) > 3:
             return {e.value for e in node.elts}
@@ -377,7 +380,30 @@ def config_markdown() -> str:
     return "\n".join(lines)
 
 
-GENERATORS = {"cli": cli_markdown, "config": config_markdown}
+# ---- the floors of the code -------------------------------------------------------------------------------------
+
+def floors_markdown() -> str:
+    """The floors table: what tests/test_import_graph.py enforces, counted from the source as it is."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("veritas_import_graph", ROOT / "tests" / "test_import_graph.py")
+    graph_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(graph_test)
+    modules = graph_test.project_modules()
+    edges = graph_test.graph()
+    lines = ["| floor | packages | modules | lines | imports from floors |", "|---|---|---|---|---|"]
+    for i, (what, prefixes) in enumerate(graph_test.FLOORS):
+        mine = [m for m in modules if graph_test.floor_of(m) == i]
+        size = sum(len(modules[m].read_text(encoding="utf-8").splitlines()) for m in mine)
+        below = sorted({graph_test.floor_of(t) for m in mine for t in edges[m]} - {None, i})
+        free = " (Dagster-free)" if all(any(p == f or p.startswith(f + ".") for f in graph_test.DAGSTER_FREE)
+                                       for p in prefixes) else ""
+        lines.append(f"| {i}. {_cell(what)}{free} | {', '.join(f'`{p}`' for p in prefixes)} | {len(mine)} | {size:,} | "
+                     f"{', '.join(map(str, below)) or 'none'} |")
+    return "\n".join(lines)
+
+
+GENERATORS = {"cli": cli_markdown, "config": config_markdown, "floors": floors_markdown}
 
 
 # ---- the screenshots -------------------------------------------------------------------------------------------

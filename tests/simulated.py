@@ -30,11 +30,12 @@ REWRITE_STYLES = {"negation": 0.2, "correction": 0.2, "minimal": 0.4, "paraphras
 @contextlib.contextmanager
 def simulated_quarter(folder: Path):
     """Generates the quarter, starts the panel, runs every stage, then a warm re-run; yields what the tests check."""
+    from dagster_project.quarter_run import run_quarter
     from dagster_project.simulation.panel import PanelConfig, PanelServer
     from dagster_project.simulation.quarter import QuarterConfig, generate
     from dagster_project.simulation.records import load_records
     from dagster_project.simulation.run import latest_release, write_config
-    from dagster_project.cli import collect_yields, run_quarter
+    from dagster_project.yield_report import collect_yields
     from tests.ops_support import fast_router_backoff
 
     truth = generate(folder / "quarter", QuarterConfig(quarter=QUARTER, reviews=REVIEWS, video_share=0.03,

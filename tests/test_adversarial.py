@@ -9,9 +9,10 @@ import json
 import random
 from pathlib import Path
 
-from assets.release.adversarial import filter_detectable
-from assets.release.audit import release_rows, shortcut_audit
-from assets.release.release import ordered_release, select_release
+from assets.release.numbering import ordered_release
+from assets.selection.adversarial import filter_detectable
+from assets.selection.release_selection import select_release
+from assets.selection.shortcut_audit import release_rows, shortcut_audit
 from tests.test_release import ORDER_KEY, claim
 
 REAL = [c["claim"] for c in json.load(gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz"))]
@@ -97,7 +98,7 @@ def test_with_a_short_release_allowed_the_filter_leaves_out_what_it_tells_apart(
     """A small quarter whose candidates ran out kept every rewrite, and its gate read 0.69 against 0.51 + 0.16 (a
     25-quarter world of 100 reviews each, where short releases are allowed): the filter there may go below what the
     selection uses, and the release comes out smaller instead of blocked."""
-    from assets.release.release import select_undetectable
+    from assets.selection.release_selection import select_undetectable
     from dagster_project.config import PipelineResource
 
     claims = quarter(n_natural=60, n_false=200, template_share=0.5)  # half the rewrites templates, none to spare
@@ -120,7 +121,8 @@ def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_pat
     """With every rewrite a template there is nothing undetectable to prefer: the filter keeps as many as the release
     needs, and publication is blocked with the rectified-style figure and what to change."""
     from assets.release.card import rewrite_markdown
-    from assets.release.release import rewrite_summary, select_undetectable
+    from assets.release.provenance import rewrite_summary
+    from assets.selection.release_selection import select_undetectable
     from dagster_project.config import PipelineResource
 
     claims = quarter(n_natural=100, n_false=400, template_share=1.0)

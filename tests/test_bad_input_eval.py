@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dagster_project.cli import main
-from dagster_project.settings import load_config
+from dagster_project.core.config_file import load_config
 from tests.conftest import write_demo_config
 
 

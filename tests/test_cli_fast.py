@@ -11,11 +11,17 @@ import pytest
 
 from dagster_project.checks import YIELD_CHECKS
 from dagster_project.config import PROJECT_ROOT, load_config
-from dagster_project.dashboard import STAGE_ORDER
+from dagster_project.core.dashboard import STAGE_ORDER
+from dagster_project.core.instance_records import (
+    YIELD_CHECK_KEYS,
+    InstanceHistory,
+    SqliteHistory,
+    event_log_file,
+    open_history,
+)
+from dagster_project.core.quarters import current_quarter, to_label
 from dagster_project.definitions import ASSET_NAMES
-from dagster_project.history import YIELD_CHECK_KEYS, InstanceHistory, SqliteHistory, event_log_file, open_history
 from dagster_project.partitions import quarterly_partitions
-from dagster_project.quarters import current_quarter, to_label
 from tests.conftest import write_demo_config
 
 # modules a read-only command must not import: the code location and the libraries only stages need
@@ -39,7 +45,7 @@ def test_the_light_names_match_the_code_location():
 @pytest.fixture(scope="module")
 def materialized(tmp_path_factory):
     """2020Q2's reviews and trusted reviews of the demo feed (no model stage), and a release folder to export."""
-    from dagster_project.cli import run_quarter
+    from dagster_project.quarter_run import run_quarter
 
     folder = tmp_path_factory.mktemp("fast")
     cfg = write_demo_config(folder)

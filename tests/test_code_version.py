@@ -3,7 +3,7 @@ and only the demo's own configuration (the bundled snapshot) may publish without
 
 import subprocess
 
-from assets.release.release import code_version
+from assets.release.provenance import code_version
 from dagster_project.config import PROJECT_ROOT, PipelineResource, SourceSpec
 
 
@@ -17,7 +17,7 @@ def test_a_dirty_checkout_is_recorded_as_head_with_a_dirty_mark(tmp_path, monkey
     git(tmp_path, "add", "stage.py")
     git(tmp_path, "-c", "user.email=t@example.org", "-c", "user.name=t", "commit", "-qm", "one")
     head = git(tmp_path, "rev-parse", "HEAD")
-    monkeypatch.setattr("assets.release.release.PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr("assets.release.provenance.PROJECT_ROOT", tmp_path)
     assert code_version() == head
     (tmp_path / "notes.txt").write_text("untracked files are not the code")
     assert code_version() == head

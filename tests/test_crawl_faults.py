@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from dagster_project.resources import web as web_module
 from dagster_project.resources.web import WebResource
+from dagster_project.resources.web import transport as web_module
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply, Request
 
 NEWS = "news.test"

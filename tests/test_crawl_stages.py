@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 from warcio.archiveiterator import ArchiveIterator
 
+from assets.rules.ids import stable_id
 from assets.scraping.appearances import (
     Recoverer,
     accept_llm_choice,
@@ -26,14 +27,13 @@ from assets.scraping.appearances import (
     recover_claim,
 )
 from assets.scraping.articles import fetch_article, scrape
-from assets.common import stable_id
-from dagster_project.resources.media import MediaStore
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
+from dagster_project.resources.media import MediaStore
 from dagster_project.resources.web import FetchResult, WebResource
+from dagster_project.simulation.openai_stub import OpenAIStub
 from schemas.records import Article, TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply, Request
-from dagster_project.simulation.openai_stub import OpenAIStub
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 AFP_HOST = "faktencheck.afp.com"

@@ -20,21 +20,17 @@ from dagster_project.checks import (
     review_volume_result,
     scrape_success_result,
 )
-from dagster_project.cli import (
-    collect_range,
-    collect_yields,
-    format_range,
-    main,
-    run_quarter,
-)
+from dagster_project.cli import main
 from dagster_project.config import PROJECT_ROOT
-from dagster_project.dashboard import (
-    media_yield,
+from dagster_project.core.dashboard import (
     drop_table,
+    media_yield,
     quarter_summary,
     render_html,
     write_html,
 )
+from dagster_project.quarter_run import run_quarter
+from dagster_project.yield_report import collect_range, collect_yields, format_range
 from tests.conftest import write_demo_config
 
 SCRAPING_STAGES = ["reviews", "trusted_reviews", "articles", "appearances"]

@@ -4,8 +4,8 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dagster_project.cli import collect_yields, materialize_quarter
 from dagster_project.config import PROJECT_ROOT, load_config
+from dagster_project.quarter_run import materialize_quarter
 from dagster_project.resources import local_llm
-from tests.conftest import write_demo_config
 from dagster_project.simulation.openai_stub import serving
+from dagster_project.yield_report import collect_yields
+from tests.conftest import write_demo_config
 from tests.ops_support import free_port, schema_responder
 
 

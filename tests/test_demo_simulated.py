@@ -13,21 +13,20 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import contextlib  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
-import socket  # noqa: E402
-from pathlib import Path  # noqa: E402
-from urllib.parse import urlsplit  # noqa: E402
-
 import shlex  # noqa: E402
+import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from dagster_project import cli  # noqa: E402
+from dagster_project import quarter_run, yield_report  # noqa: E402
+from dagster_project.commands import demo as demo_command  # noqa: E402
 from dagster_project.config import PROJECT_ROOT  # noqa: E402
 from tests.conftest import write_demo_config  # noqa: E402
-
 
 STUB_QUARTER = "2026Q2"  # the demo snapshot's quarter with the real AFP review
 
@@ -51,10 +50,10 @@ def demo_run(tmp_path_factory):
         cfg["llm"]["members"] = stub.llm_members(api_key_env="DEMO_STUB_KEY")
         Path(config).write_text(yaml.safe_dump(cfg))
         mp.setenv("DEMO_STUB_KEY", "sk-stub")
-        mp.setattr(cli, "DEMO_QUARTERS", [STUB_QUARTER])
-        mp.setattr(cli, "SIM_REVIEWS", 120)
-        mp.setattr(cli, "SIM_RELEASE", 40)
-        rc = cli.demo(config)
+        mp.setattr(demo_command, "DEMO_QUARTERS", [STUB_QUARTER])
+        mp.setattr(demo_command, "SIM_REVIEWS", 120)
+        mp.setattr(demo_command, "SIM_RELEASE", 40)
+        rc = demo_command.demo(config)
         served = stub.panel.counters()["served"]
         home_after = os.environ.get("DAGSTER_HOME")
     print(out.getvalue())
@@ -70,7 +69,7 @@ def test_the_demos_snapshot_quarter_runs_through_its_own_loop(demo_run):
     assert f"Stage yields for {STUB_QUARTER}" in out
     assert "NOTE: no Intact/Compromised pair was available this quarter" in out
     assert demo_run["stub_served"] > 0  # the model stages asked the stub, not the embedded model
-    stages = cli.collect_yields(demo_run["config"], STUB_QUARTER)["stages"]
+    stages = yield_report.collect_yields(demo_run["config"], STUB_QUARTER)["stages"]
     # the AFP claim, rated "unknown", is the pool; with no pair to balance the Unknown share has no room: 0 released
     assert stages["scored_claims"]["rows_out"] == 1 and stages["release"]["drops"]["not_selected"] == 1
     release = Path(stages["release"]["path"])
@@ -84,7 +83,7 @@ def test_the_demo_shows_a_simulated_release_labelled_as_such(demo_run):
     out = demo_run["out"]
     lines = out.strip().splitlines()
     assert "=== SIMULATED quarter 2025Q3" in out
-    assert f"Stage yields for 2025Q3 ({cli.SIM_NOTE}):" in out
+    assert f"Stage yields for 2025Q3 ({demo_command.SIM_NOTE}):" in out
     sim = demo_run["folder"] / "data" / "simulated"  # <data_dir>/simulated
     simulated = lines[next(i for i, line in enumerate(lines) if line.startswith("=== SIMULATED quarter")):]
     release = next(line for line in simulated if line.startswith("  release: ")).removeprefix("  release: ")
@@ -108,10 +107,10 @@ def test_the_simulated_quarter_has_its_own_config_data_and_instance(demo_run):
     # the demo's own instance (its snapshot quarters), not the simulated quarter's, once that quarter is done
     assert demo_run["home_after"] == str(demo_run["folder"] / "data" / "dagster")
     # the demo's own config and instance know nothing of it
-    assert cli.collect_yields(demo_run["config"], "2025Q3")["stages"] == {}
+    assert yield_report.collect_yields(demo_run["config"], "2025Q3")["stages"] == {}
     assert not (demo_run["folder"] / "data" / "data" / "releases" / "2025Q3").exists()
     # the panel was on loopback only, and is gone: its port refuses connections
-    assert cli._SIM_PANELS == []
+    assert quarter_run.SIM_PANELS == []
     for member in cfg["llm"]["members"]:
         url = urlsplit(member["api_base"])
         assert url.hostname == "127.0.0.1" and member["model"].startswith("openai/sim/")
@@ -120,9 +119,9 @@ def test_the_simulated_quarter_has_its_own_config_data_and_instance(demo_run):
 
 
 def test_a_failed_simulated_quarter_fails_the_demo_and_says_why(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "DEMO_QUARTERS", [])
-    monkeypatch.setattr(cli, "simulated_demo", lambda folder, **kw: (False, "scored_claims: ModelUnavailable: x", {}))
-    assert cli.demo(write_demo_config(tmp_path)) == 1
+    monkeypatch.setattr(demo_command, "DEMO_QUARTERS", [])
+    monkeypatch.setattr(demo_command, "simulated_demo", lambda folder, **kw: (False, "scored_claims: ModelUnavailable: x", {}))
+    assert demo_command.demo(write_demo_config(tmp_path)) == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert "demo FAILED" in last and "quarter 2025Q3 (SIMULATED) failed in scored_claims: ModelUnavailable: x" in last
 
@@ -131,9 +130,9 @@ def test_a_simulated_quarter_that_raises_fails_the_demo_and_says_why(tmp_path, m
     def broken(folder, **kw):
         raise OSError("no space left on device")
 
-    monkeypatch.setattr(cli, "DEMO_QUARTERS", [])
-    monkeypatch.setattr(cli, "simulated_demo", broken)
-    assert cli.demo(write_demo_config(tmp_path)) == 1
+    monkeypatch.setattr(demo_command, "DEMO_QUARTERS", [])
+    monkeypatch.setattr(demo_command, "simulated_demo", broken)
+    assert demo_command.demo(write_demo_config(tmp_path)) == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.endswith("quarter 2025Q3 (SIMULATED) failed in OSError: no space left on device")
 
@@ -145,7 +144,7 @@ def _board_lines(out: str) -> tuple[str, dict[str, str]]:
     lines = out.strip().splitlines()
     assert lines[-4].startswith("[veritas] leaderboard of the SIMULATED quarter 2025Q3: "), lines[-5:]
     commands = {}
-    for line, (key, what) in zip(lines[-3:], cli.OPEN_LINES.items()):
+    for line, (key, what) in zip(lines[-3:], demo_command.OPEN_LINES.items()):
         assert line.startswith(f"[veritas] {what}: "), (line, what)
         commands[key] = line.removeprefix(f"[veritas] {what}: ")
     return lines[-4], commands
@@ -161,10 +160,10 @@ def test_the_demo_ends_on_a_leaderboard_of_the_simulated_quarter(demo_run):
     ranked = [s for s in board["systems"] if s["rank"]]
     claims = sum(s["windows"]["all"]["n"] for s in ranked)
     assert ranked and claims > 0 and all(s["windows"]["all"]["n"] > 0 for s in ranked)
-    assert [s["name"] for s in ranked] == [cli.SIM_SYSTEM]
+    assert [s["name"] for s in ranked] == [demo_command.SIM_SYSTEM]
     # every registered system is on the board; what the demo cannot predict stays unscored, never filled in
     registered = {p.stem for p in (PROJECT_ROOT / "systems").glob("*.yaml")}
-    assert registered and {s["name"] for s in board["systems"]} == registered | {cli.SIM_SYSTEM}
+    assert registered and {s["name"] for s in board["systems"]} == registered | {demo_command.SIM_SYSTEM}
     for s in board["systems"]:
         if s["name"] in registered:
             assert s["rank"] is None and s["windows"]["all"]["n"] == 0 and s["quarters"]["2025Q3"]["predicted"] == 0
@@ -175,7 +174,7 @@ def test_the_demo_ends_on_a_leaderboard_of_the_simulated_quarter(demo_run):
     with dg.DagsterInstance.from_config(str(sim / "dagster")) as instance:
         assert instance.get_latest_materialization_event(dg.AssetKey("leaderboard")) is not None
     line, _ = _board_lines(demo_run["out"])
-    assert f"{len(ranked)} of {len(board['systems'])} systems ranked over {claims} claims: 1. {cli.SIM_SYSTEM} MSE " in line
+    assert f"{len(ranked)} of {len(board['systems'])} systems ranked over {claims} claims: 1. {demo_command.SIM_SYSTEM} MSE " in line
     for name in sorted(registered):
         assert f"{name} (needs ensemble member smollm2-t0, which the simulated quarter's sim/... ensemble does not have)" in line
 
@@ -195,10 +194,10 @@ def test_the_printed_commands_open_the_leaderboard_and_the_dashboard(demo_run):
     # the leaderboard and the yields dashboard: offline, from the simulated folder alone (no DAGSTER_HOME, no key)
     board = _run(board_cmd, demo_run["cwd"])
     assert board.returncode == 0, board.stdout + board.stderr
-    assert cli.SIM_SYSTEM in board.stdout and "smollm2-closed-book" in board.stdout
+    assert demo_command.SIM_SYSTEM in board.stdout and "smollm2-closed-book" in board.stdout
     page = Path(shlex.split(board_cmd)[-1])
     page = page if page.is_absolute() else demo_run["cwd"] / page
-    assert page.is_relative_to(sim) and cli.SIM_SYSTEM in page.read_text()
+    assert page.is_relative_to(sim) and demo_command.SIM_SYSTEM in page.read_text()
     yields = _run(yields_cmd, demo_run["cwd"])
     assert yields.returncode == 0, yields.stdout + yields.stderr
     assert "Stage yields for 2025Q3" in yields.stdout and "[veritas] dashboard: " in yields.stdout

@@ -7,9 +7,13 @@ import threading
 import time
 
 import dagster as dg
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
 
-from assets.common import PARTITIONS, QUARTER_THREADS, StageYield, each_quarter
+from assets.stage.tables import StageYield
+from assets.stage.wiring import PARTITIONS, QUARTER_THREADS, each_quarter
 from dagster_project.partitions import to_label
 
 RANGE = {ASSET_PARTITION_RANGE_START_TAG: "2020-01", ASSET_PARTITION_RANGE_END_TAG: "2021-10"}  # 8 quarters

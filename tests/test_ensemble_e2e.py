@@ -13,17 +13,18 @@ import dagster as dg
 import pytest
 from PIL import Image
 
-from dagster_project.resources.media import MediaStore
 from assets.claims.normalized_claims import normalized_claims
 from assets.claims.rectified_claims import rectified_claims
-from assets.release.release import release, validate_release
 from assets.claims.scored_claims import scored_claims
+from assets.release.asset import release
+from assets.release.validation import validate_release
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, FallbackModel, LLMResource
+from dagster_project.resources.media import MediaStore
 from dagster_project.resources.store import StoreResource
+from dagster_project.simulation.openai_stub import OpenAIStub
 from schemas.frames import to_frame
 from schemas.records import Article, ClaimAppearances, Medium, ScoredClaim
-from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.ops_support import fast_router_backoff
 
 QUARTER, KEY = "2020Q2", "2020-04"

@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from PIL import Image
 
-from assets.ensemble import ask
-from dagster_project.resources.media import MediaStore
+from assets.ensemble.asking import ask
 from dagster_project.resources.llm import EnsembleMember, LLMResource, RateLimiter
+from dagster_project.resources.media import MediaStore
+from dagster_project.simulation.openai_stub import OpenAIStub
 from schemas.answers import PropertyAnswer
 from schemas.records import Medium
-from dagster_project.simulation.openai_stub import OpenAIStub
 
 ANSWER = json.dumps({"category": "positive", "certainty": "certain", "justification": "ok", "tags": []})
 

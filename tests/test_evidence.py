@@ -3,7 +3,14 @@ parts most relevant to the claim (BM25), with what was left out recorded."""
 
 import pytest
 
-from assets.ensemble import GAP, context_window, count_tokens, evidence_budgets, fit_evidence, member_evidence
+from assets.ensemble.evidence import (
+    GAP,
+    context_window,
+    count_tokens,
+    evidence_budgets,
+    fit_evidence,
+    member_evidence,
+)
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from schemas.records import Article

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from assets.release.release import write_release
+from assets.release.writing import write_release
 from dagster_project.cli import main
 from dagster_project.resources.media import MediaStore
 from schemas.records import ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ReleaseScore

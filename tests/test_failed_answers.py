@@ -6,9 +6,14 @@ from datetime import date
 import pytest
 
 from assets.claims import scored_claims as stage6
-from assets.claims.failures import failed_answers_lines, failed_answers_report, failure_kind
-from assets.common import ErrorBudgetExceeded
+from assets.ensemble import scoring
 from assets.release.card import integrity_markdown
+from assets.rules.failed_answers import (
+    failed_answers_lines,
+    failed_answers_report,
+    failure_kind,
+)
+from assets.stage.record_errors import ErrorBudgetExceeded
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMAnswer
 from schemas.records import Article, Medium, NormalizedClaim
@@ -59,7 +64,7 @@ def claim(i: int, n_media: int = 0, rating: str = "False") -> NormalizedClaim:
 
 def run(monkeypatch, claims, faults, pipeline):
     panel = Panel(faults)
-    monkeypatch.setattr(stage6, "ask", panel.ask)
+    monkeypatch.setattr(scoring, "ask", panel.ask)
     monkeypatch.setattr(stage6, "evidence_budgets", lambda llm, pipeline: {m: 1000 for m in panel.members})
     monkeypatch.setattr(stage6, "member_evidence", lambda article, text, budgets: ("evidence", []))
     articles = {c.review_id: Article.model_construct(review_id=c.review_id, text="An article.") for c in claims}
@@ -109,7 +114,7 @@ def test_claims_lost_to_failed_answers_past_the_budget_stop_the_stage_naming_mem
 def test_the_budget_on_demand_counts_the_claims_attempted(monkeypatch):
     """Stage 6 on demand scores 10 of 100 claims; the second lost claim is past a 10% budget of the work (1), though
     within 10% of every claim (10), which the budget counted before)."""
-    import assets.release.demand as demand
+    import assets.selection.demand as demand
 
     class FirstTen:
         def __init__(self, claims, pipeline, key):
@@ -152,8 +157,8 @@ def test_the_release_reads_the_quarters_failed_answers_from_stage_6s_metadata(mo
 
     import dagster as dg
 
-    from assets.claims.failures import stage_failed_answers
-    from dagster_project.quarters import to_key
+    from assets.rules.failed_answers import stage_failed_answers
+    from dagster_project.core.quarters import to_key
 
     faults = lambda text, member, prompt: "refusal" if member == "c" else ""  # noqa: E731
     _, stats = run(monkeypatch, [claim(1)], faults, PipelineResource(score="all"))

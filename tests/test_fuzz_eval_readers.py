@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from assets.evaluation.evaluation import parse_predictions, read_predictions
+from assets.evaluation.prediction_files import parse_predictions, read_predictions
 from assets.evaluation.predictions import load_release
 
 BUDGET = settings(max_examples=150, deadline=None, derandomize=True, database=None,

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from assets.ingestion import sources
 from assets.ingestion.merging import ingest
-from assets.ingestion.sources import iter_datafeed, stream_datafeed
+from assets.ingestion.sources import feed_text, iter_datafeed, stream_datafeed
 from dagster_project.config import ConfigError, PipelineResource, load_config
 from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
 
@@ -94,7 +94,7 @@ def broken_element(draw) -> tuple[bytes, str, dict]:
 
 
 def _stream(data: bytes, read_size: int) -> list:
-    with mock.patch.object(sources, "MAX_RECORD_CHARS", CAP_CHARS), mock.patch.object(sources, "_READ", read_size):
+    with mock.patch.object(feed_text, "MAX_RECORD_CHARS", CAP_CHARS), mock.patch.object(feed_text, "_READ", read_size):
         return list(stream_datafeed(io.BytesIO(data), "fuzz.json"))
 
 
@@ -151,7 +151,7 @@ def test_memory_follows_the_cap_not_the_nesting(depth, opener):
 @given(st.lists(broken_element(), min_size=1, max_size=8))
 def test_ingest_counts_every_record_once(elements):
     data = b'{"@type": "DataFeed", "dataFeedElement": [' + b", ".join(e for e, _, _ in elements) + b"]}"
-    with mock.patch.object(sources, "MAX_RECORD_CHARS", CAP_CHARS):
+    with mock.patch.object(feed_text, "MAX_RECORD_CHARS", CAP_CHARS):
         good, bad, stats = ingest([("datafeed", "fuzz.json", io.BytesIO(data))], None)
     dropped = sum(stats.drops.values())  # duplicates merged, claims dated after their review
     assert stats.rows_in == len(elements) == len(good) + len(bad) + dropped

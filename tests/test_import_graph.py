@@ -1,7 +1,8 @@
-"""Issue 16: no import circles in the project's packages, counting imports inside functions too (a circle that a
-late import hides still ties the modules together). The graph is read from the source with ``ast``; nothing is
-imported. Issue 36: the code location, and the process of an ingestion backfill, import no library that only the
-later stages use (those tests run a fresh interpreter each)."""
+"""The floors of the code (issue 47): every module of the project's packages sits on a floor, and an import points
+down or sideways on its floor, never up, and never round in a circle (issue 16), counting imports inside functions
+too (a lazy import back up ties the modules together as one at the top does). The graph is read from the source with
+``ast``. The Dagster-free floors are also imported, each module alone in a fresh interpreter. Issue 36: the code
+location, and the process of an ingestion backfill, import no library that only the later stages use."""
 
 import ast
 import json
@@ -10,8 +11,38 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("assets", "dagster_project", "schemas")
+PACKAGES = ("assets", "dagster_project", "schemas", "prompts")
+
+# bottom to top; a module's floor is that of the longest prefix naming it (docs/architecture.md shows them)
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("the data and the questions", ("schemas", "prompts")),
+    ("core: config file, quarters, cost ledger, instance records, yields page", ("dagster_project.core",)),
+    ("runtime base: partitions, the resources and their config", (
+        "dagster_project.partitions", "dagster_project.config", "dagster_project.resources")),
+    ("the rules the stages share", ("assets.rules",)),
+    ("what every stage shares: its wiring and tables, the ensemble", ("assets.stage", "assets.ensemble")),
+    ("the release's selection and the demand plans of stages 6 and 7", ("assets.selection",)),
+    ("stages 1-2", ("assets.ingestion",)),
+    ("stages 3-4", ("assets.scraping",)),
+    ("stages 5-7", ("assets.claims",)),
+    ("the release", ("assets.release",)),
+    ("the jobs that read the release", ("assets.evaluation",)),
+    ("checks, schedule, executors, simulation", (
+        "dagster_project.checks", "dagster_project.schedules", "dagster_project.executors",
+        "dagster_project.simulation")),
+    ("the definitions", ("dagster_project.definitions",)),
+    ("running a quarter, the reports", ("dagster_project.quarter_run", "dagster_project.yield_report")),
+    ("the commands", ("dagster_project.commands",)),
+    ("the program", ("dagster_project.cli",)),
+]
+# modules that load without Dagster: the read-only commands start from the core, and the stages' rules run in
+# worker processes and tools that never load the code location
+DAGSTER_FREE = ("dagster_project.core", "assets.rules", "schemas", "prompts")
+# a group whose stages may not import each other: what stages 5, 6 and 7 share sits on a floor below them
+SEPARATE_STAGES = ("assets.claims",)
 
 
 def project_modules() -> dict[str, Path]:
@@ -114,6 +145,72 @@ def test_resources_never_import_the_stages():
     assert "dagster_project.resources.media" in resources and "dagster_project.resources.store" in graph
     upward = {name: sorted(t for t in graph[name] if t.split(".")[0] == "assets") for name in resources}
     assert {name: targets for name, targets in upward.items() if targets} == {}
+
+
+def floor_of(name: str) -> int | None:
+    best, level = -1, None
+    for i, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+                best, level = len(prefix), i
+    return level
+
+
+def graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def test_every_module_sits_on_a_floor():
+    top_packages = set(PACKAGES)
+    homeless = sorted(n for n in project_modules() if n not in top_packages and floor_of(n) is None)
+    assert not homeless, f"modules on no floor (add them to FLOORS): {homeless}"
+
+
+def test_no_import_points_up():
+    up = [f"{a} (floor {floor_of(a)}: {FLOORS[floor_of(a)][0]}) imports {b} (floor {floor_of(b)}: "
+          f"{FLOORS[floor_of(b)][0]})"
+          for a, targets in sorted(graph().items()) for b in sorted(targets)
+          if floor_of(a) is not None and floor_of(b) is not None and floor_of(b) > floor_of(a)]
+    assert not up, "imports that point up a floor:\n" + "\n".join(up)
+
+
+def test_stages_5_to_7_share_rules_only_through_floors_below_them():
+    across = [f"{a} imports {b}" for a, targets in sorted(graph().items()) for b in sorted(targets)
+              for group in SEPARATE_STAGES
+              if a.startswith(group + ".") and b.startswith(group + ".") and b != group]
+    assert not across, "a stage imports another stage of its group:\n" + "\n".join(across)
+
+
+def dagster_free_modules() -> list[str]:
+    return sorted(n for n in project_modules() if any(n == p or n.startswith(p + ".") for p in DAGSTER_FREE))
+
+
+def test_the_dagster_free_floors_import_no_dagster_module():
+    """Read from the source first: a Dagster-free module imports only Dagster-free project modules."""
+    free = set(dagster_free_modules())
+    edges = graph()
+    wrong = [f"{a} imports {b}" for a in sorted(free) for b in sorted(edges[a]) if b not in free]
+    assert not wrong, "Dagster-free modules importing project modules that are not:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("package", DAGSTER_FREE)
+def test_importing_a_dagster_free_module_loads_no_dagster(package):
+    """Then for real: each module of the floor, imported alone in a fresh interpreter, leaves no ``dagster`` in
+    ``sys.modules`` (a third-party import that pulls it in counts too)."""
+    names = [n for n in dagster_free_modules() if n == package or n.startswith(package + ".")]
+    assert names
+    code = ("import importlib, sys\nbad = []\n"
+            f"for name in {names!r}:\n"
+            "    before = set(sys.modules)\n"
+            "    importlib.import_module(name)\n"
+            "    if any(m == 'dagster' or m.startswith('dagster.') for m in sys.modules):\n"
+            "        bad.append(name); break\n"
+            "print(bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"importing {out.stdout.strip()} loads Dagster"
 
 
 # ---- issue 36: what the ingestion stages' processes import -------------------------------------------------------

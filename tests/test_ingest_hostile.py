@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from assets.ingestion import sources
 from assets.ingestion.merging import ingest
-from assets.ingestion.sources import MAX_RECORD_DEPTH, stream_datafeed
+from assets.ingestion.sources import MAX_RECORD_DEPTH, feed_text, stream_datafeed
 from tests.ingest_shapes import FIXTURES, real_claimreviews
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,7 +145,7 @@ def test_a_feed_nested_100000_deep_keeps_memory_bounded(real_items, tmp_path):
 
 
 def test_an_oversized_record_is_quarantined_within_its_cap(real_items, tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "MAX_RECORD_CHARS", 2**20)  # 1 MiB, so that the test writes 24 MB, not 400
+    monkeypatch.setattr(feed_text, "MAX_RECORD_CHARS", 2**20)  # 1 MiB, so that the test writes 24 MB, not 400
     big = dict(real_items[5], reviewBody="Lorem ipsum dolor sit amet. " * 900_000)  # 24 MB of a real-looking body
     elements = [_element(it) for it in real_items[:5]] + [_element(big)] + [_element(it) for it in real_items[6:12]]
     path = _write(tmp_path, _feed(elements))

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dagster_project.cli import collect_yields, run_quarter
+from dagster_project.quarter_run import run_quarter
+from dagster_project.yield_report import collect_yields
 from tests.conftest import write_demo_config
 from tests.ingest_shapes import FIXTURES, feed, ifcn_feed_items
 

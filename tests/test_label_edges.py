@@ -5,7 +5,7 @@ from datetime import date
 
 import pytest
 
-from assets.claims.scored_claims import (
+from assets.ensemble.scoring import (
     aggregate,
     asks_coverage,
     incomplete_property,
@@ -102,7 +102,7 @@ def test_a_judgement_without_certainty_is_re_asked_not_scored_zero(tmp_path):
 
 
 def test_a_cached_judgement_without_certainty_is_a_failure_not_a_zero():
-    from assets.ensemble import ask
+    from assets.ensemble.asking import ask
     from dagster_project.resources.llm import LLMAnswer
 
     class CachedOnly:
@@ -123,9 +123,9 @@ def test_a_cached_judgement_without_certainty_is_a_failure_not_a_zero():
 
 # ---- 3. a published (rounded) score is binned with the rounding's tolerance ----------------------------------
 def test_two_raters_at_one_sixth_publish_017_and_keep_their_7_bin():
-    from assets.claims.scored_claims import bin7, bin7_published, bin3, bin3_published
     from assets.evaluation.evaluation import confusion, evaluate, metrics
-    from assets.release.release import _score
+    from assets.release.numbering import _score
+    from assets.rules.bins import bin3, bin3_published, bin7, bin7_published
     from tests.test_evaluation import gold, pred
 
     for first, second in [(("positive", "rather uncertain"), ("unknown", "unknown")),
@@ -178,7 +178,7 @@ def slug_text(url: str) -> str:
     ("Animal Político", "es-MX"),
 ])
 def test_region_tagged_languages_read_the_base_languages_verdict_words(organization, tag):
-    from assets.claims.normalized_claims import base_language, verdict_leak
+    from assets.rules.claim_text import base_language, verdict_leak
 
     texts = [slug_text(r["fact_check_url"]) for r in ifcn_rows()
              if r["organization"] == organization and " falso " in f" {slug_text(r['fact_check_url'])} "]
@@ -190,7 +190,7 @@ def test_region_tagged_languages_read_the_base_languages_verdict_words(organizat
 
 
 def test_the_quarters_ratings_count_for_every_tag_of_their_language():
-    from assets.claims.normalized_claims import LeakVocabulary
+    from assets.rules.claim_text import LeakVocabulary
 
     class Review:
         def __init__(self, rating_text, language):
@@ -228,8 +228,9 @@ def scored_claim(cid: str, text: str):
 def test_near_duplicates_of_real_claims(pair):
     from rapidfuzz import fuzz
 
-    from assets.release.recurring import SCORER, compared_text, match_recurring, near_duplicate
-    from assets.release.release import remove_near_duplicates
+    from assets.release.recurring import match_recurring
+    from assets.rules.near_duplicates import SCORER, compared_text, near_duplicate
+    from assets.selection.release_selection import remove_near_duplicates
 
     similarity = PipelineResource().text_duplicate_similarity
     short, long = averitec(*pair)
@@ -247,7 +248,7 @@ def test_near_duplicates_of_real_claims(pair):
 
 
 def test_a_subset_does_not_hide_a_rewording_further_on():
-    from assets.release.recurring import compared_text, first_near_duplicate
+    from assets.rules.near_duplicates import compared_text, first_near_duplicate
 
     fox, radio, nigeria, reworded = (compared_text(t) for t in averitec(425, 457, 203, 221))
     assert first_near_duplicate(radio, [fox], 92) is None
@@ -288,7 +289,7 @@ def test_skipping_hard_claims_does_not_pay_on_the_mse_with_missing_as_0():
 def release_run(tmp_path, vision: tuple[bool, ...]):
     import dagster as dg
 
-    from assets.release.release import release
+    from assets.release.asset import release
     from dagster_project.resources.llm import EnsembleMember
     from dagster_project.resources.store import StoreResource
     from schemas.frames import to_frame

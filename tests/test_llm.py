@@ -10,6 +10,7 @@ from typing import Literal
 import pydantic
 import pytest
 
+from assets.stage.tables import llm_metadata
 from dagster_project.resources.llm import (
     EnsembleMember,
     FallbackModel,
@@ -19,7 +20,6 @@ from dagster_project.resources.llm import (
     parse_json_text,
     strip_images,
 )
-from assets.common import llm_metadata
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
 from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.ops_support import fast_router_backoff

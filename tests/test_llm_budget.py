@@ -6,8 +6,8 @@ import pytest
 from assets.claims.scored_claims import score_all
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import BudgetExceeded, EnsembleMember, LLMResource
-from schemas.records import Article, NormalizedClaim
 from dagster_project.simulation.openai_stub import OpenAIStub
+from schemas.records import Article, NormalizedClaim
 from tests.ops_support import rating, rating_reply
 from tests.test_llm import CALL, MESSAGES
 from tests.test_release import ORDER_KEY
@@ -84,7 +84,8 @@ def test_stage_6_stops_on_the_budget_then_resumes_from_the_cache(stub, tmp_path)
 
 
 def test_budget_error_is_not_swallowed_as_one_items_failure():
-    from assets.common import StageYield, map_records
+    from assets.stage.record_errors import map_records
+    from assets.stage.tables import StageYield
 
     stats = StageYield(2)
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
+from assets.rules.near_duplicates import near_duplicate_groups
 from dagster_project.resources.media import (
     MediaError,
     MediaStore,
     StoredMedium,
-    near_duplicate_groups,
     normalize_image,
     phash_distance,
     probe_video,

@@ -10,10 +10,10 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from assets.claims.normalized_claims import filter_media, media_verdict_text
-from dagster_project.resources.media import MediaStore
 from dagster_project.resources.llm import EnsembleMember, LLMResource
-from schemas.records import ClaimAppearances, Medium
+from dagster_project.resources.media import MediaStore
 from dagster_project.simulation.openai_stub import serving
+from schemas.records import ClaimAppearances, Medium
 
 
 def photo(stamp: str = "", seed: int = 7, size: int = 90) -> bytes:
@@ -64,7 +64,7 @@ def test_the_ocr_reads_a_stamped_false_and_passes_a_clean_photo(store):
 def test_the_ocr_cache_reads_each_image_once_across_runs(store, tmp_path):
     import sqlite3
 
-    from assets.claims.media_text import TextCache, ocr_settings
+    from assets.rules.media_text import TextCache, ocr_settings
 
     stamped, clean = as_medium(store.put_image(photo("FALSE"))), as_medium(store.put_image(photo()))
     video = Medium(medium_id="v" * 64, kind="video", path="videos/v.mp4", frame_paths=[clean.path, stamped.path])
@@ -101,7 +101,7 @@ def filter_answers(mode: str, body: dict):
 
 @pytest.mark.parametrize("mode", ["keeps", "broken"])
 def test_filter_drops_stamped_media_and_never_keeps_on_a_failed_answer(store, tmp_path, monkeypatch, mode):
-    from assets.claims.media_text import TextCache
+    from assets.rules.media_text import TextCache
 
     monkeypatch.setenv("STUB_KEY", "sk-test")
     stamped = as_medium(store.put_image(photo("FAKE", seed=11)), origin="appearance", alt="the stamped one")
@@ -182,7 +182,7 @@ def test_a_screenshot_of_the_post_saying_fake_keeps_its_image(store, tmp_path, m
     ("\u5047", "\u5047", True), ("\u8fd9\u662f\u5047\u65b0\u95fb\u5417\u4f60\u4eec\u8bf4", "\u5047", False),
 ])
 def test_a_stamp_is_the_verdict_phrase_alone(line, word, stamped):
-    from assets.claims.normalized_claims import is_stamp
+    from assets.rules.media_rules import is_stamp
 
     assert is_stamp(line, word) is stamped
 
@@ -224,7 +224,7 @@ def test_plain_drops_match_whole_words_in_the_claims_language():
     (PesaCheck, 5pils), a "timestamp" or the Italian "virologo" went as the fact-checker's graphic unasked."""
     from pathlib import Path
 
-    from assets.claims.normalized_claims import plain_drops
+    from assets.rules.media_rules import plain_drops
 
     stampede = json.loads((Path(__file__).parent / "fixtures" / "5pils_stampede.json").read_text())[0]["claim"]
 
@@ -253,13 +253,13 @@ def test_plain_drops_match_whole_words_in_the_claims_language():
     ("Checked byindependent fact-checkers", "checked by independent fact checkers"),  # the OCR ran words together
 ])
 def test_platform_overlays_are_stamps(line, overlay):
-    from assets.claims.normalized_claims import overlay_stamp
+    from assets.rules.media_rules import overlay_stamp
 
     assert overlay_stamp(line) == overlay
 
 
 def test_every_platform_overlay_names_its_platform_language_and_source():
-    from assets.claims.overlays import PLATFORM_OVERLAYS
+    from assets.rules.overlays import PLATFORM_OVERLAYS
 
     assert {p for p, *_ in PLATFORM_OVERLAYS} == {"meta", "x", "tiktok", "youtube"}
     for platform, language, text, source in PLATFORM_OVERLAYS:

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from assets.release.release import model_diversity
+from assets.release.provenance import model_diversity
 from dagster_project.cli import main
 from dagster_project.commands.models import check_all
 from dagster_project.config import PROJECT_ROOT, load_config

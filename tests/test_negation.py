@@ -1,8 +1,8 @@
-"""Negation and hedge words per language (assets/claims/negation.py), the guard of the near-duplicate measures."""
+"""Negation and hedge words per language (assets/rules/negation.py), the guard of the near-duplicate measures."""
 
 import pytest
 
-from assets.claims.negation import HEDGE, NEGATION, hedges, negations
+from assets.rules.negation import HEDGE, NEGATION, hedges, negations
 from prompts import label_scheme
 
 

@@ -8,13 +8,20 @@ from types import SimpleNamespace
 import pytest
 
 from assets.claims.rectified_claims import rectify_all
-from assets.claims.scored_claims import score_all, score_claim
-from assets.common import ErrorBudget, ErrorBudgetExceeded, RecordError, StageYield, map_records
+from assets.claims.scored_claims import score_all
+from assets.ensemble.scoring import score_claim
+from assets.stage.record_errors import (
+    ErrorBudget,
+    ErrorBudgetExceeded,
+    RecordError,
+    map_records,
+)
+from assets.stage.tables import StageYield
 from dagster_project.config import PipelineResource
 from dagster_project.resources.media import MediaStore
 from schemas.records import Article, Medium, NormalizedClaim
-from tests.test_release import ORDER_KEY
 from tests.test_rating_flow import ARTICLE, EVERY, PHOTO, _key, claim, resource, stub  # noqa: F401 - the scripted panel, its key
+from tests.test_release import ORDER_KEY
 
 
 class Log:
@@ -40,7 +47,7 @@ def _parse(record):
 def test_progress_is_a_line_per_10_records_at_most_one_per_2_seconds(monkeypatch):
     """Records already prefetched go through in well under a second: their progress is the last line alone (every
     line is an event the Dagster instance stores). Slow records get a line per 10, once 2 s have passed."""
-    import assets.common as common
+    import assets.stage.record_errors as common
 
     log = Log()
     map_records("s", _records(3000, set()), _parse, StageYield(3000), log)
@@ -52,7 +59,7 @@ def test_progress_is_a_line_per_10_records_at_most_one_per_2_seconds(monkeypatch
 
 
 def test_the_threads_of_a_prefetched_stage_report_their_progress_while_they_work(monkeypatch):
-    import assets.ensemble as ensemble
+    import assets.ensemble.rounds as ensemble
 
     monkeypatch.setattr(ensemble, "PREFETCH_PROGRESS_S", 0.0)
     log = Log()

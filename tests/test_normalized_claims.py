@@ -2,16 +2,15 @@
 
 import pytest
 
-from assets.claims.normalized_claims import (
+from assets.claims.normalized_claims import select_media
+from assets.rules.claim_text import (
     LeakVocabulary,
     check_claim_text,
-    count_sentences,
-    count_words,
-    select_media,
     verdict_leak,
     verdict_phrase,
     with_media_refs,
 )
+from assets.rules.length import count_sentences, count_words
 from dagster_project.config import PipelineResource
 from schemas.records import ClaimAppearances, Medium
 
@@ -277,7 +276,7 @@ def test_a_report_about_a_claim_is_no_claim_even_as_the_fallback():
     import json
     from pathlib import Path
 
-    from assets.claims.leaks import reports_a_claim
+    from assets.rules.leaks import reports_a_claim
 
     claims = [c["claim"] for c in json.load(gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz"))]
     reports = [c for c in claims if reports_a_claim(c, "en")]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from dagster_project.config import PROJECT_ROOT, load_config
-from dagster_project.history import latest_materialization
+from dagster_project.core.instance_records import latest_materialization
 from dagster_project.partitions import to_label
 from dagster_project.resources.store import StoreResource
 from tests.conftest import write_demo_config
@@ -67,7 +67,7 @@ def folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(folder) -> dict:
     """The tables of quarter-by-quarter runs in process."""
-    from dagster_project.cli import run_quarter
+    from dagster_project.quarter_run import run_quarter
 
     cfg = demo_config(folder / "reference")
     assert all(run_quarter(cfg, q, until="trusted_reviews") for q in QUARTERS)
@@ -99,14 +99,16 @@ def test_a_backfill_is_listed_by_the_instance_and_gives_the_quarter_runs_tables(
             for q, rows in zip(QUARTERS, (0, 16, 0)):
                 meta = latest_materialization(instance, table, q).asset_materialization.metadata
                 assert (meta["quarter"].value, meta["rows_out"].value) == (q, rows)
-        from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus as Status
+        from dagster._core.storage.asset_check_execution_record import (
+            AssetCheckExecutionRecordStatus as Status,
+        )
 
         (check,) = instance.event_log_storage.get_asset_check_execution_history(  # one evaluation for the run
             dg.AssetCheckKey(dg.AssetKey("reviews"), "reviews_volume"), limit=10, status={Status.SUCCEEDED, Status.FAILED})
         verdicts = {q: v["passed"] for q, v in check.evaluation.metadata["quarters"].value.items()}
         assert verdicts == {"2020Q1": True, "2020Q2": True, "2020Q3": False}  # 0 reviews after 16: below the band
-    from dagster_project.cli import _check_results
-    from dagster_project.history import open_history
+    from dagster_project.core.instance_records import open_history
+    from dagster_project.yield_report import _check_results
 
     shown = _check_results(open_history(load_config(cfg)), set(QUARTERS))  # what veritas yields shows per quarter
     assert {q: c["reviews_volume"]["passed"] for q, c in shown.items()} == verdicts

@@ -9,8 +9,8 @@ import yaml
 from dagster_project.cli import main
 from dagster_project.commands.backfill import quarter_keys, stage_selection
 from dagster_project.config import load_config
+from dagster_project.core.instance import apply_pools
 from dagster_project.definitions import ASSET_NAMES, build_definitions
-from dagster_project.instance import apply_pools
 from dagster_project.executors import (
     ALL_STAGES_JOB,
     executor_from_config,

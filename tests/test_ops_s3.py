@@ -135,9 +135,16 @@ def test_a_killed_upload_leaves_no_visible_object(s3, tmp_path):
 def test_the_simulated_quarter_on_s3_gives_the_local_release_byte_for_byte(s3, simulated, tmp_path, monkeypatch):
     """The session's simulated quarter (a release of 100 claims, run on the local store) again with the S3 store, from
     the same LLM cache: the same release, byte for byte, and every table the same."""
-    from dagster_project.cli import collect_yields, run_quarter
     from dagster_project.definitions import ASSET_NAMES
-    from tests.simulated import QUARTER, RELEASE, SIM_KEY, release_claim_count, rerun_config
+    from dagster_project.quarter_run import run_quarter
+    from dagster_project.yield_report import collect_yields
+    from tests.simulated import (
+        QUARTER,
+        RELEASE,
+        SIM_KEY,
+        release_claim_count,
+        rerun_config,
+    )
 
     for name, value in SIM_KEY.items():
         monkeypatch.setenv(name, value)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from assets.ensemble import overlapped_rounds
+from assets.ensemble.rounds import overlapped_rounds
 
 
 def run(seed: int, slow: dict[int, float] | None = None, workers: int = 4):

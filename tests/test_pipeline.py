@@ -6,13 +6,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from assets.release.release import validate_release
-from dagster_project.cli import collect_yields, format_funnel, main, run_quarter
+from assets.release.validation import validate_release
+from dagster_project.cli import main
 from dagster_project.commands.export import export_release
 from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.definitions import ASSET_NAMES, build_definitions
 from dagster_project.partitions import quarterly_partitions
+from dagster_project.quarter_run import run_quarter
 from dagster_project.resources.store import StoreResource
+from dagster_project.yield_report import collect_yields, format_funnel
 from tests.conftest import write_demo_config
 
 
@@ -190,8 +192,8 @@ def test_malformed_records_are_quarantined_in_their_own_quarter(demo_run):
 def test_dashboard_shows_the_model_stages_of_the_demo_run(demo_run, tmp_path):
     import lxml.html
 
-    from dagster_project.cli import collect_range
-    from dagster_project.dashboard import quarter_summary, write_html
+    from dagster_project.core.dashboard import quarter_summary, write_html
+    from dagster_project.yield_report import collect_range
 
     (report,) = collect_range(demo_run, "2026Q2", "2026Q2")
     calls = {name: s["extras"]["llm/calls"] for name, s in report["stages"].items() if "llm/calls" in s["extras"]}

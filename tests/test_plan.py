@@ -12,14 +12,15 @@ import yaml
 
 from assets.ingestion.merging import ingest
 from dagster_project.cli import main
-from dagster_project.commands.plan import IMAGE_TOKENS, TYPICAL_COMPLETION, expected_rounds
+from dagster_project.commands.plan import TYPICAL_COMPLETION, expected_rounds
 from dagster_project.config import PROJECT_ROOT
+from dagster_project.core.cost_ledger import IMAGE_TOKENS
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.store import StoreResource
+from dagster_project.simulation.openai_stub import OpenAIStub
 from schemas.frames import to_frame
 from schemas.records import Article, ClaimAppearances, Medium
 from tests.ingest_shapes import FIXTURES
-from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.test_llm import MESSAGES, SCHEMA, Rating
 
 PROMPTS = PROJECT_ROOT / "prompts"
@@ -136,7 +137,7 @@ def test_plan_table_and_missing_upstream(planned_quarter, capsys):
 
 def test_plan_fits_each_members_evidence_to_its_budget(tmp_path, monkeypatch, capsys):
     """A member with a small context window reads the article cut to its token budget, as scored_claims cuts it."""
-    from assets.ensemble import fit_evidence
+    from assets.ensemble.evidence import fit_evidence
 
     def stage_six(window: int, folder: str) -> dict:
         config, _, articles = plan_quarter(tmp_path / folder, monkeypatch, text_window=window)

@@ -18,14 +18,14 @@ import pytest
 from PIL import Image
 from warcio.archiveiterator import ArchiveIterator
 
-from assets.common import StageYield
 from assets.scraping import platforms
 from assets.scraping.appearances import Recoverer, count_ways, recover_claim
-from dagster_project.cli import way_lines
+from assets.stage.tables import StageYield
 from dagster_project.config import PipelineResource, PlatformSettings
-from dagster_project.dashboard import media_yield, way_table
+from dagster_project.core.dashboard import media_yield, way_table
 from dagster_project.resources.media import MediaStore
 from dagster_project.resources.web import WebResource
+from dagster_project.yield_report import way_lines
 from schemas.records import Article, TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply
 from tests.test_crawl_stages import _mp4  # the same 1 s clip the crawl tests serve
@@ -599,8 +599,8 @@ def test_login_page_detection():
 
 
 def test_web_check_table_against_the_recordings(services_reset, tmp_path):
-    from dagster_project.commands.web import check_rows, format_table
     from dagster_project.cli import main
+    from dagster_project.commands.web import check_rows, format_table
 
     s = services_reset
     s.routes.update(NOTHING_ARCHIVED)

@@ -8,9 +8,10 @@ import os
 import pytest
 import yaml
 
-from dagster_project.cli import collect_yields, format_funnel, run_quarter
 from dagster_project.config import PROJECT_ROOT
-from dagster_project.dashboard import media_yield, way_table
+from dagster_project.core.dashboard import media_yield, way_table
+from dagster_project.quarter_run import run_quarter
+from dagster_project.yield_report import collect_yields, format_funnel
 
 QUARTER = "2025Q3"
 

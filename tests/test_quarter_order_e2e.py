@@ -54,7 +54,7 @@ def manifest(release: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    from dagster_project.cli import run_quarter
+    from dagster_project.quarter_run import run_quarter
     from dagster_project.simulation.panel import PanelConfig, PanelServer
     from dagster_project.simulation.quarter import QuarterConfig, generate
     from dagster_project.simulation.records import load_records
@@ -142,10 +142,9 @@ def test_a_backfill_whose_quarters_run_concurrently_gives_the_same_bytes(builds)
     assert releases(builds, "together") == releases(builds, "oldest")
     # the graph ordered the releases: each one's run began after the release of the quarter before was recorded
     import dagster as dg
-
     from dagster._core.instance.ref import InstanceRef
 
-    from dagster_project.history import latest_materialization
+    from dagster_project.core.instance_records import latest_materialization
 
     home = builds["folder"] / "together" / "data" / "dagster"
     backfill_id = next(line for line in out.splitlines() if line.startswith("[backfill] ")).split()[1].rstrip(":")

@@ -10,13 +10,13 @@ from datetime import date
 import pytest
 
 from assets.claims.rectified_claims import rectify_all
-from assets.claims.scored_claims import score_claim
+from assets.ensemble.scoring import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
-from tests.test_release import ORDER_KEY
-from schemas.records import Article, Medium, NormalizedClaim
 from dagster_project.simulation.openai_stub import serving
+from schemas.records import Article, Medium, NormalizedClaim
 from tests.ops_support import rating, rating_reply
+from tests.test_release import ORDER_KEY
 
 TRUE_TEXT = "The photo shows a 2019 protest in Paris."
 

@@ -1,4 +1,4 @@
-"""The rating reader (assets/claims/ratings.py) in every language of the label scheme, on real rating strings: the
+"""The rating reader (assets/rules/ratings.py) in every language of the label scheme, on real rating strings: the
 ClaimReview ratings of the real fact-check pages in tests/fixtures/factcheck_pages and FACTors' 68 mapped verdicts
 (tests/fixtures/factors_mapped_verdicts.txt; origins in tests/fixtures/README.md)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from assets.claims.ratings import normal_rating, rating_category
+from assets.rules.ratings import normal_rating, rating_category
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,9 +9,9 @@ import random
 import pytest
 
 from assets.claims.rectified_claims import rectify_all
-from assets.claims.scored_claims import score_claim
-from assets.release.demand import DemandPlan, hypothetical_variant
-from assets.release.release import select_release
+from assets.ensemble.scoring import score_claim
+from assets.selection.demand import DemandPlan, hypothetical_variant
+from assets.selection.release_selection import select_release
 from dagster_project.config import PipelineResource
 from dagster_project.simulation.openai_stub import serving
 from schemas.records import Integrity

@@ -12,21 +12,23 @@ import pytest
 from PIL import Image
 from rapidfuzz import fuzz, process
 
-from assets.claims.negation import polarity
 from assets.release.recurring import (
-    compared_length,
-    _Texts,
     _text_matches,
-    comparable_lengths,
-    compared_text,
+    _Texts,
     earlier_quarters,
-    first_near_duplicate,
     match_recurring,
-    near_duplicate,
     recurring_ids,
     release_fingerprints,
     token_set,
 )
+from assets.rules.near_duplicates import (
+    comparable_lengths,
+    compared_length,
+    compared_text,
+    first_near_duplicate,
+    near_duplicate,
+)
+from assets.rules.negation import polarity
 from dagster_project.config import PipelineResource
 from dagster_project.resources.media import image_phash, phash_distance
 from schemas.records import Integrity, Medium, ScoredClaim
@@ -107,7 +109,7 @@ def test_media_recur_by_phash_of_a_reencoded_image(tmp_path):
 def test_one_media_rule_within_a_quarter_and_across_quarters():
     """Issue 36: a claim repeats by its media when every one of its media was shown before, in a quarter
     (release.remove_near_duplicates) as across quarters (match_recurring); one shared medium is not enough."""
-    from assets.release.release import remove_near_duplicates
+    from assets.selection.release_selection import remove_near_duplicates
 
     old, new, third = (image_phash(picture(seed)) for seed in (21, 22, 23))
     assert min(phash_distance(a, b) for a, b in ((old, new), (old, third), (new, third))) > DISTANCE
@@ -210,7 +212,7 @@ def averitec_dev(index: int) -> str:
 def test_a_claim_and_its_negation_are_not_near_duplicates(tmp_path, index, changed):
     """Issue 34: token_set_ratio scores a real claim and its negation (or hedged form) above the similarity, so the
     release removed one as a duplicate, and a later quarter's negation was marked recurring."""
-    from assets.release.release import remove_near_duplicates
+    from assets.selection.release_selection import remove_near_duplicates
 
     claim = averitec_dev(index)
     negated = claim.replace(*changed)

@@ -18,11 +18,12 @@ SHARED, REVIEWS, RELEASE = 60, 140, 30
 
 @pytest.fixture(scope="module")
 def backfill(tmp_path_factory):
-    from dagster_project.cli import collect_yields, run_quarter
+    from dagster_project.quarter_run import run_quarter
     from dagster_project.simulation.panel import PanelConfig, PanelServer
     from dagster_project.simulation.quarter import QuarterConfig, generate
     from dagster_project.simulation.records import load_records
     from dagster_project.simulation.run import write_config
+    from dagster_project.yield_report import collect_yields
     from tests.ops_support import fast_router_backoff
 
     folder = tmp_path_factory.mktemp("recurring")

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from assets.claims.rectified_claims import added_cues, edit_ratio, rectify_all
-from assets.claims.scored_claims import score_claim
+from assets.ensemble.scoring import score_claim
 from dagster_project.config import PipelineResource
 from dagster_project.simulation.openai_stub import serving
 from prompts import HERE as PROMPTS
 from tests.ops_support import rating, rating_reply
-from tests.test_rating_flow import ARTICLE, PIPELINE, PHOTO, _key, claim, resource  # noqa: F401 - fixtures
+from tests.test_rating_flow import ARTICLE, PHOTO, PIPELINE, _key, claim, resource  # noqa: F401 - fixtures
 from tests.test_release import ORDER_KEY
 
 FALSE = "<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday"
@@ -133,7 +133,7 @@ def test_the_rule_refuses_added_negation_and_hedges_in_every_language_of_the_sch
 
 
 def test_every_language_of_the_label_scheme_has_negation_and_hedge_words():
-    from assets.claims.negation import HEDGE, NEGATION
+    from assets.rules.negation import HEDGE, NEGATION
 
     scheme = yaml.safe_load((PROMPTS / "label_scheme.yaml").read_text(encoding="utf-8"))
     assert set(scheme["verdict_words"]) <= set(NEGATION) & set(HEDGE)

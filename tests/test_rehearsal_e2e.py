@@ -108,10 +108,10 @@ def test_the_release_order_carries_no_label_and_its_audit_and_reliability_are_pu
     Krippendorff's alpha per property, and every exported table in the same order."""
     import polars as pl
 
-    from assets.claims.scored_claims import bin3
-    from assets.release.audit import ORDER_FEATURES
     from assets.release.card import export_hf
-    from assets.release.order import order_problems, release_orders
+    from assets.rules.bins import bin3
+    from assets.rules.release_order import order_problems, release_orders
+    from assets.selection.shortcut_audit import ORDER_FEATURES
 
     folder = rehearsal["release"]
     claims = json.loads((folder / "claims.json").read_text())["claims"]

@@ -7,14 +7,12 @@ from datetime import date
 import pytest
 from PIL import Image
 
+from assets.release.numbering import to_release_claims
+from assets.release.validation import validate_release
+from assets.release.writing import write_release
+from assets.rules.bins import bin3
+from assets.selection.release_selection import select_release
 from dagster_project.resources.media import MediaStore
-from assets.release.release import (
-    select_release,
-    to_release_claims,
-    validate_release,
-    write_release,
-)
-from assets.claims.scored_claims import bin3
 from schemas.records import Integrity, Medium, PropertyVerdict, ScoredClaim
 
 ORDER_KEY = bytes(range(32))  # the tests' own release order key (a release reads its key from the store)
@@ -159,7 +157,7 @@ def test_an_original_and_its_variant_are_not_near_duplicates(pool):
     original = claim("p1-o", -1.0, f"<image:0> {TOPICS[0]}", [photo], variant_of="p1-r")
     variant = claim("p1-r", 0.6667, f"<image:0> {TOPICS[5]}", [photo], variant="rectified", variant_of="p1-o")
     reuse = claim("p2-o", -0.6667, f"<image:0> {TOPICS[9]}", [photo])  # another claim on the same photo only
-    from assets.release.release import remove_near_duplicates
+    from assets.selection.release_selection import remove_near_duplicates
 
     kept, dropped = remove_near_duplicates([original, variant, reuse], 92)
     assert [c.claim_id for c in kept] == ["p1-o", "p1-r"] and dropped == 1
@@ -197,8 +195,8 @@ def test_release_has_zip_parquet_and_hashes_in_the_manifest(pool, tmp_path):
 def test_visual_near_duplicates_are_removed_by_perceptual_hash(pool, tmp_path):
     from PIL import ImageDraw
 
+    from assets.selection.release_selection import remove_near_duplicates
     from dagster_project.resources.media import phash_distance
-    from assets.release.release import remove_near_duplicates
 
     claims, store = pool
     picture = Image.linear_gradient("L").resize((320, 240)).convert("RGB")
@@ -318,7 +316,7 @@ def test_injection_flags_go_into_the_parquet_and_the_manifest(pool, tmp_path):
 
 
 def test_a_release_that_cannot_name_its_code_fails_the_gate_outside_a_demo(pool, tmp_path, monkeypatch):
-    from assets.release.release import code_version
+    from assets.release.provenance import code_version
 
     claims, store = pool
     chosen, report = select_release(claims, size=8, media_share=0.8, similarity=92, key=ORDER_KEY)
@@ -334,7 +332,7 @@ def test_a_release_that_cannot_name_its_code_fails_the_gate_outside_a_demo(pool,
     write_release(folder, "2020Q2", release_claims, files, store, {"version": "t", "code_version": "unknown", "demo": True})
     assert validate_release(folder) == []
     # an installed copy (no git checkout) names its commit through the environment
-    monkeypatch.setattr("assets.release.release.PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr("assets.release.provenance.PROJECT_ROOT", tmp_path)
     monkeypatch.setenv("VERITAS_CODE_VERSION", "0123abc")
     assert code_version() == "0123abc"
     monkeypatch.delenv("VERITAS_CODE_VERSION")

@@ -10,9 +10,14 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from assets.release.card import croissant, export_hf, media_frame, write_release_card
-from assets.release.card import zip_name
-from assets.release.release import release_frame, write_zip
+from assets.release.card import (
+    croissant,
+    export_hf,
+    media_frame,
+    write_release_card,
+    zip_name,
+)
+from assets.release.writing import release_frame, write_zip
 from schemas.records import ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ReleaseScore
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -138,10 +143,10 @@ def test_export_hf_loads_with_datasets_offline(tmp_path):
 
 def test_export_command_hf(tmp_path, capsys):
     """`veritas export --format hf` over the local store: the latest release of each quarter, one split each."""
-    from tests.conftest import write_demo_config
     from dagster_project.cli import main
     from dagster_project.config import load_config
     from dagster_project.definitions import build_resources
+    from tests.conftest import write_demo_config
 
     config = write_demo_config(tmp_path)
     store = build_resources(load_config(config))["store"]

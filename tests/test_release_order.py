@@ -9,9 +9,12 @@ import random
 import shutil
 from pathlib import Path
 
-from assets.claims.scored_claims import bin3
-from assets.release.order import order_statistics, release_orders
-from assets.release.release import ordered_release, select_release, to_release_claims, validate_release, write_release
+from assets.release.numbering import ordered_release, to_release_claims
+from assets.release.validation import validate_release
+from assets.release.writing import write_release
+from assets.rules.bins import bin3
+from assets.rules.release_order import order_statistics, release_orders
+from assets.selection.release_selection import select_release
 from dagster_project.resources.media import MediaStore
 from schemas.records import Medium
 from tests.test_release import ORDER_KEY, claim, jpeg

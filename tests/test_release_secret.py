@@ -11,10 +11,17 @@ import random
 import re
 from math import sqrt
 
-from assets.common import stable_id
-from assets.release.order import KEY_REL, order_key, seed_commitment, shuffled
-from assets.release.release import ordered_release, release_orders, write_release
-from assets.claims.bins import bin3
+from assets.release.numbering import ordered_release
+from assets.release.writing import write_release
+from assets.rules.bins import bin3
+from assets.rules.ids import stable_id
+from assets.rules.release_order import (
+    KEY_REL,
+    order_key,
+    release_orders,
+    seed_commitment,
+    shuffled,
+)
 from dagster_project.resources.store import StoreResource
 from tests.test_release import ORDER_KEY, claim
 from tests.test_release_order import REAL_CLAIMS
@@ -110,7 +117,12 @@ def test_no_other_published_field_tells_a_rewrite_from_a_natural_claim(tmp_path)
     real texts, is at chance; a field that differs (rewrites dated apart) is found, which shows the test can see."""
     from datetime import date
 
-    from assets.release.audit import RECTIFIED_FIELDS, audit_markdown, release_rows, shortcut_audit
+    from assets.selection.shortcut_audit import (
+        RECTIFIED_FIELDS,
+        audit_markdown,
+        release_rows,
+        shortcut_audit,
+    )
 
     claims, truth = published_pool()
     ordered, release_claims, _, _ = ordered_release(claims, ORDER_KEY)

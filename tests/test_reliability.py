@@ -5,7 +5,7 @@ import math
 import krippendorff
 import numpy as np
 
-from assets.claims.reliability import alpha_line, alpha_metadata, ensemble_alpha
+from assets.rules.reliability import alpha_line, alpha_metadata, ensemble_alpha
 from schemas.records import Rating
 from tests.test_release import claim
 

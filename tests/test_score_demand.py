@@ -7,8 +7,8 @@ import pytest
 
 from assets.claims.rectified_claims import rectify_all
 from assets.claims.scored_claims import score_all
-from assets.release.demand import ScoringDemand, held_share
-from assets.release.release import select_release
+from assets.selection.demand import ScoringDemand, held_share
+from assets.selection.release_selection import select_release
 from dagster_project.config import PipelineResource
 from schemas.records import Integrity, ScoredClaim
 from tests.test_rating_flow import ARTICLE, _key, claim, resource, stub  # noqa: F401 - fixtures
@@ -100,7 +100,8 @@ def test_held_share_spreads_the_successes_and_the_rate_is_checked():
 
 def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_path):
     """Every rewrite fails its check: the release falls short, and stage 7 names the setting to rerun stage 6 with."""
-    from tests.test_rectify_demand import pool, resource as rectify_resource, serving, shaky
+    from tests.test_rectify_demand import pool, serving, shaky
+    from tests.test_rectify_demand import resource as rectify_resource
 
     with serving(shaky) as s:
         claims, arts = pool(s, tmp_path, intact=5, compromised=30, unknown=4, shaky_every=1)
@@ -115,7 +116,7 @@ def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_
 def test_rewrite_candidates_carry_media_at_the_releases_share():
     """The variants on demand must not make the Intact half more media-heavy than the Compromised half (the shortcut
     audit blocks a release where the number of media tells the label): candidates come at the media share."""
-    from assets.release.demand import DemandPlan, at_share
+    from assets.selection.demand import DemandPlan, at_share
 
     assert at_share(list("MMMMMMMM"), list("tt"), 0.8) == list("MMMMtMMMMt")
     assert at_share(list("MM"), list("tttt"), 0.8) == list("MMtttt")

@@ -4,17 +4,16 @@ from datetime import date
 
 import pytest
 
-from assets.claims import scored_claims as stage6
-from assets.claims.scored_claims import (
+from assets.ensemble import scoring
+from assets.ensemble.scoring import (
     aggregate,
     agreement_failure,
-    bin3,
-    bin7,
     certainty_score,
     integrity_of,
     merge_justifications,
     to_rating,
 )
+from assets.rules.bins import bin3, bin7
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMAnswer
 from schemas.records import Medium, NormalizedClaim, PropertyVerdict, Rating
@@ -210,8 +209,8 @@ def scripted_claim(n_media=0):
 
 def run_scripted(monkeypatch, script, n_media=0, members=(A, B, C)):
     ensemble = ScriptedEnsemble(script, members)
-    monkeypatch.setattr(stage6, "ask", ensemble.ask)
-    scored, reason = stage6.score_claim(scripted_claim(n_media), "evidence", ensemble, PipelineResource(), None)
+    monkeypatch.setattr(scoring, "ask", ensemble.ask)
+    scored, reason = scoring.score_claim(scripted_claim(n_media), "evidence", ensemble, PipelineResource(), None)
     return scored, reason, ensemble.asked
 
 

@@ -5,10 +5,10 @@ claims of a stage's first wave each loaded the language identifier (48 copies, a
 import threading
 import time
 
-from assets.claims.length import punkt_tokenizer
-from assets.claims.negation import _matcher
-from assets.claims.normalized_claims import _language_identifier
-from assets.once import once
+from assets.rules.claim_text import _language_identifier
+from assets.rules.length import punkt_tokenizer
+from assets.rules.negation import _matcher
+from assets.rules.once import once
 
 
 def at_the_same_moment(fn, n: int = 24) -> list:

@@ -1,4 +1,4 @@
-"""The shortcut audit (assets/release/audit.py): real ClaimReview texts and review URLs from tests/fixtures,
+"""The shortcut audit (assets/selection/shortcut_audit.py): real ClaimReview texts and review URLs from tests/fixtures,
 synthetic labels and media, built as ReleaseClaim / ScoredClaim records and read by the row builders."""
 
 import json
@@ -7,8 +7,22 @@ from pathlib import Path
 
 import numpy as np
 
-from assets.release.audit import audit_line, audit_markdown, audit_problems, pool_rows, release_rows, shortcut_audit
-from schemas.records import Integrity, Medium, ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ScoredClaim
+from assets.selection.shortcut_audit import (
+    audit_line,
+    audit_markdown,
+    audit_problems,
+    pool_rows,
+    release_rows,
+    shortcut_audit,
+)
+from schemas.records import (
+    Integrity,
+    Medium,
+    ReleaseClaim,
+    ReleaseIntegrity,
+    ReleaseMedium,
+    ScoredClaim,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCORE = {"intact": 0.67, "unknown": 0.0, "compromised": -0.67}
@@ -202,7 +216,7 @@ def test_the_claim_only_gate_allows_for_the_noise_of_a_small_release():
     """bench/backfill_all.py at 25 x 100 reviews: a release of 80 was blocked at claim-only 0.61 against majority
     0.50 + 0.05, with no natural claims to compare (too few), while label shuffles alone spread by about 0.05. The
     ceiling is also chance + max(0.02, 3.5 x the shuffles' standard deviation); a large release keeps the 0.05."""
-    from assets.release.audit import text_problems
+    from assets.selection.shortcut_audit import text_problems
 
     def gate(null_std: float) -> list[str]:
         text = {"accuracy": 0.61, "majority_accuracy": 0.50, "null_mean": 0.47, "null_std": null_std}
@@ -216,7 +230,7 @@ def test_the_claim_only_gate_allows_for_the_noise_of_a_small_release():
 def test_a_label_of_a_single_claim_is_measured_not_a_crash():
     """bench/backfill_all.py at 25 x 100 reviews: a draw of natural claims held one claim of a label; the
     cross-validation's fold without it had one label left, and the logistic regression refused to fit."""
-    from assets.release.audit import _cv, _linear, text_vectors
+    from assets.selection.shortcut_audit import _cv, _linear, text_vectors
 
     y = np.array([0] + [2] * 29)
     texts = [f"claim number {i} about {'floods' if i % 2 else 'vaccines'}" for i in range(len(y))]
@@ -228,9 +242,10 @@ def test_text_vectors_of_a_subset_are_those_fit_on_it_alone(monkeypatch):
     """TextVectors reads every text once and gives each subset (the adversarial filter's rounds) the matrix
     scikit-learn's TfidfVectorizer fits on that subset alone: the same n-grams in the same columns, the same values to
     the last bit of the row norms' sums, also where MAX_FEATURES leaves n-grams out (ties included)."""
-    import assets.release.audit as audit
     from scipy.sparse import hstack
     from sklearn.feature_extraction.text import TfidfVectorizer
+
+    import assets.selection.shortcut_audit as audit
 
     texts = [text for text, *_ in _real()] + ["<image:1> shows the flood", "<image:2> shows the flood <video:1>"]
     assert len(texts) >= 120

@@ -7,8 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from dagster_project.cli import materialize_quarter
 from dagster_project.config import load_config
+from dagster_project.quarter_run import materialize_quarter
 from tests.conftest import write_demo_config
 from tests.ops_support import VENV_BIN, stop_group
 

@@ -12,12 +12,30 @@ from pathlib import Path
 
 import pytest
 
-from assets.claims.length import count_sentences, count_words
-from assets.claims.normalized_claims import changed_language, verdict_leak
-from dagster_project.simulation.panel import DEFAULT_MEMBERS, Panel, PanelConfig, parse_styles
-from dagster_project.simulation.quarter import QuarterConfig, fits, pick_records, planted_rewrites, registry_domains
+from assets.rules.claim_text import changed_language, verdict_leak
+from assets.rules.length import count_sentences, count_words
+from dagster_project.simulation.panel import (
+    DEFAULT_MEMBERS,
+    Panel,
+    PanelConfig,
+    parse_styles,
+)
+from dagster_project.simulation.quarter import (
+    QuarterConfig,
+    fits,
+    pick_records,
+    planted_rewrites,
+    registry_domains,
+)
 from dagster_project.simulation.records import claim_key, load_records
-from dagster_project.simulation.rewrites import CORRECTION, NEGATION, STYLES, rewrites, script_language, vocabulary
+from dagster_project.simulation.rewrites import (
+    CORRECTION,
+    NEGATION,
+    STYLES,
+    rewrites,
+    script_language,
+    vocabulary,
+)
 
 PAGES = Path(__file__).parent / "fixtures" / "factcheck_pages"
 # words that make a rewrite a denial or a hedge (the tells a word rule catches), and correction phrasing

@@ -1,4 +1,4 @@
-"""Stage 1 sources (assets/ingestion/sources.py): streamed DataFeeds, incremental feed URLs, the claims:search client and
+"""Stage 1 sources (assets/ingestion/sources/): streamed DataFeeds, incremental feed URLs, the claims:search client and
 ClaimReview page markup, on real records (demo feed, Fact Check Tools excerpt, AFP and CORRECTIV pages).
 
 Every server here is a loopback http.server; nothing leaves 127.0.0.1.
@@ -20,13 +20,15 @@ import yaml
 
 from assets.ingestion import sources
 from assets.ingestion.merging import ingest
-from assets.ingestion.sources import iter_datafeed, iter_factcheck_api
 from assets.ingestion.sources import (
     FactCheckToolsClient,
     FactCheckToolsError,
     claimreviews_from_page,
+    datafeed_url,
     feed_url_triples,
     fetch_feed_incremental,
+    iter_datafeed,
+    iter_factcheck_api,
     load_sources,
     stream_datafeed,
 )
@@ -201,7 +203,7 @@ def test_feed_url_incremental_fetch(tmp_path, monkeypatch):
             assert first.rows_cache.exists()
 
             # the same body again: no re-parse (the streaming reader must not be called), rows from the cache
-            monkeypatch.setattr(sources, "stream_datafeed", lambda *a: pytest.fail("unchanged feed re-parsed"))
+            monkeypatch.setattr(datafeed_url, "stream_datafeed", lambda *a: pytest.fail("unchanged feed re-parsed"))
             payloads, status = load_sources([spec], web, state_dir)
             assert status == {"feed.json": "unchanged"}
             good, bad, stats = ingest(payloads, "2020Q2")

@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from PIL import Image
 
-from assets.claims import media_text
-from assets.claims.media_text import OcrPool, TextCache
 from assets.claims.normalized_claims import filter_media, filter_order
+from assets.rules import media_text
+from assets.rules.media_text import OcrPool, TextCache
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.media import MediaStore
 from dagster_project.simulation.openai_stub import serving

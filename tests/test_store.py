@@ -5,8 +5,14 @@ from datetime import date
 import polars as pl
 import pytest
 
-from assets.common import load_upstream
-from dagster_project.partitions import quarter_bounds, quarter_of, quarter_range, to_key, to_label
+from assets.stage.tables import load_upstream
+from dagster_project.partitions import (
+    quarter_bounds,
+    quarter_of,
+    quarter_range,
+    to_key,
+    to_label,
+)
 from dagster_project.resources.store import StoreResource
 from schemas.frames import polars_schema, to_frame
 from schemas.records import Review, ScoredClaim

@@ -9,8 +9,8 @@ import yaml
 
 from dagster_project.cli import main
 from dagster_project.config import ConfigError, load_config
-from dagster_project.quarters import current_quarter
-from dagster_project.settings import load_config as read_config
+from dagster_project.core.config_file import load_config as read_config
+from dagster_project.core.quarters import current_quarter
 from tests.conftest import write_demo_config
 
 

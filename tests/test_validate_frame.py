@@ -6,10 +6,10 @@ from datetime import date
 import polars as pl
 import pytest
 
-from assets.common import load_upstream, load_upstream_frame
 from assets.ingestion.cleaning import REJECT_SCHEMA
 from assets.ingestion.merging import Merged
 from assets.ingestion.snapshot import read_quarter, write_snapshot
+from assets.stage.tables import load_upstream, load_upstream_frame
 from dagster_project.resources.store import StoreResource
 from schemas.frames import polars_schema, to_frame, validate_frame, validate_rows
 from schemas.records import QuarantineRecord, Review, TrustedReview

@@ -412,7 +412,7 @@ def test_replay_handmade_warc(tmp_path, no_network, gz):
 
 def test_the_replay_index_is_kept_beside_each_warc_and_rebuilt_when_the_warc_changes(tmp_path, no_network,
                                                                                        monkeypatch):
-    import dagster_project.resources.web as web_module
+    import dagster_project.resources.web.replay as web_module
 
     warc = tmp_path / "handmade.warc.gz"
     _write_handmade_warc(warc, True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dagster_project.config import PROJECT_ROOT
-from dagster_project.quarters import quarter_range
+from dagster_project.core.quarters import quarter_range
 from dagster_project.simulation.run import latest_release
 
 QUARTERS = quarter_range("2020Q1", "2026Q1")
@@ -52,7 +52,13 @@ def backfill(config: str, *args: str, stop_after_releases: int = 0) -> tuple[int
 def world(tmp_path_factory):
     from dagster_project.simulation.panel import PanelServer
     from dagster_project.simulation.records import load_records
-    from dagster_project.simulation.world import WorldConfig, build_world, panel_config, world_truth, write_world_config
+    from dagster_project.simulation.world import (
+        WorldConfig,
+        build_world,
+        panel_config,
+        world_truth,
+        write_world_config,
+    )
     from tests.ops_support import fast_router_backoff
 
     folder = tmp_path_factory.mktemp("world")
@@ -85,7 +91,12 @@ def test_a_world_plan_at_full_size_recurs_at_the_measured_share_and_keeps_quarte
     with an earlier quarter; they are the measured share of the reviews after the first quarter, most of them by
     the publisher that reviewed the claim first."""
     from dagster_project.simulation.records import claim_key, load_records
-    from dagster_project.simulation.world import RECURRING_SHARE, WorldConfig, plan_world, reviews_per_quarter
+    from dagster_project.simulation.world import (
+        RECURRING_SHARE,
+        WorldConfig,
+        plan_world,
+        reviews_per_quarter,
+    )
 
     config = WorldConfig(reviews_per_quarter=1000)
     plan = plan_world(load_records(prefer_shared=False), config)["quarters"]
@@ -165,8 +176,8 @@ def test_the_longitudinal_view_has_both_sides_of_each_cutoff_with_recurring_left
 
 
 def test_the_dashboard_shows_all_25_quarters(world, monkeypatch):
-    from dagster_project.cli import collect_range
-    from dagster_project.dashboard import render_html
+    from dagster_project.core.dashboard import render_html
+    from dagster_project.yield_report import collect_range
 
     # the world's instance: an earlier test of the session may have left DAGSTER_HOME on its own (project_instance
     # sets it for the run processes), and the dashboard reads $DAGSTER_HOME first

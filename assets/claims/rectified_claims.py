@@ -5,25 +5,29 @@ from collections import Counter
 
 from rapidfuzz.distance import Levenshtein
 
-from assets.common import (
-    ErrorBudget,
-    RecordError,
-    StageYield,
-    count,
-    map_records,
-    quantiles,
-    stable_id,
-)
-from assets.ensemble import ask, evidence_budgets, llm_claim_asset, member_evidence, overlapped_rounds, prefetch
-from dagster_project.resources.media import MediaStore
-from assets.claims.negation import hedges, negations
-from assets.claims.normalized_claims import MEDIA_REF, LeakVocabulary, check_claim_text, with_media_refs
-from assets.claims.scored_claims import score_claim
-from assets.release.demand import DemandPlan, variants_wanted
+from assets.ensemble.asking import ask
+from assets.ensemble.evidence import evidence_budgets, member_evidence
+from assets.ensemble.llm_stage import llm_claim_asset
+from assets.ensemble.rounds import overlapped_rounds, prefetch
+from assets.ensemble.scoring import score_claim
+from assets.rules.claim_text import LeakVocabulary, check_claim_text, with_media_refs
+from assets.rules.ids import stable_id
+from assets.rules.length import MEDIA_REF
+from assets.rules.negation import hedges, negations
+from assets.selection.demand import DemandPlan, variants_wanted
+from assets.stage.record_errors import ErrorBudget, RecordError, map_records
+from assets.stage.tables import StageYield, count, quantiles
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
+from dagster_project.resources.media import MediaStore
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
-from schemas.records import Article, EvidenceCut, NormalizedClaim, PropertyVerdict, ScoredClaim
+from schemas.records import (
+    Article,
+    EvidenceCut,
+    NormalizedClaim,
+    PropertyVerdict,
+    ScoredClaim,
+)
 
 STAGE = "rectified_claims"
 

@@ -45,7 +45,7 @@ from nltk.tokenize.destructive import NLTKWordTokenizer
 from nltk.translate.meteor_score import single_meteor_score
 from scipy.optimize import linear_sum_assignment
 
-from assets.claims.length import punkt_tokenizer
+from assets.rules.length import punkt_tokenizer
 
 log = logging.getLogger(__name__)
 

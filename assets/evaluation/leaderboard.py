@@ -27,20 +27,19 @@ import yaml
 from pydantic import BaseModel, field_validator, model_validator
 
 from assets.evaluation.evaluation import (
-    check_claim_ids,
     cutoff_position,
     hit3,
     hit7,
     metrics,
     modality,
     quarter_number,
-    read_predictions,
 )
+from assets.evaluation.prediction_files import check_claim_ids, read_predictions
 from assets.evaluation.predictions import load_release
 from assets.release.recurring import recurring_ids
 from dagster_project.config import PipelineResource
+from dagster_project.core.atomic_files import atomic_write
 from dagster_project.partitions import to_label
-from dagster_project.resources.files import atomic_write
 from dagster_project.resources.store import StoreResource
 from schemas.frames import from_frame
 from schemas.records import Prediction

@@ -10,8 +10,8 @@ import json
 from datetime import UTC, datetime
 
 from assets.evaluation.evaluation import cutoff_position, quarter_number
-from dagster_project.dashboard import CSS as DASHBOARD_CSS
-from dagster_project.dashboard import SERIES_COLORS, e
+from dagster_project.core.dashboard import CSS as DASHBOARD_CSS
+from dagster_project.core.dashboard import SERIES_COLORS, e
 
 CSS = DASHBOARD_CSS + """
 form#window{display:flex;gap:16px;align-items:center;font-size:13px;margin:8px 0}

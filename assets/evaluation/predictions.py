@@ -9,28 +9,21 @@ from pathlib import Path
 import dagster as dg
 from pydantic import ValidationError
 
-from assets.common import (
-    ErrorBudget,
-    StageYield,
-    count,
-    finish_stage,
-    llm_metadata,
-    map_records,
-    quarter_of_context,
-    stage_asset,
-)
-from assets.ensemble import prefetch
+from assets.ensemble.rounds import prefetch
+from assets.ensemble.scoring import integrity_of, rate, verdicts_from
 from assets.evaluation.knowledge import KnowledgeStore
-from dagster_project.resources.media import MediaStore
-from assets.claims.scored_claims import integrity_of, rate, verdicts_from
 from assets.evaluation.verifier import (
     FewShotPool,
     Verifier,
     build_knowledge_store,
     default_backends,
 )
+from assets.stage.record_errors import ErrorBudget, map_records
+from assets.stage.tables import StageYield, count, finish_stage, llm_metadata
+from assets.stage.wiring import quarter_of_context, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
+from dagster_project.resources.media import MediaStore
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
 from schemas.frames import from_frame

@@ -24,11 +24,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from assets.ensemble import ask
+from assets.ensemble.asking import ask
+from assets.ensemble.scoring import integrity_of, rate, verdicts_from
 from assets.evaluation.knowledge import Hit, KnowledgeStore, admissible
-from dagster_project.resources.media import MediaStore
-from assets.claims.scored_claims import integrity_of, rate, verdicts_from
 from dagster_project.resources.llm import LLMResource
+from dagster_project.resources.media import MediaStore
 from schemas.records import (
     Evidence,
     Medium,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from assets.ensemble import ask
+from assets.ensemble.asking import ask
 from dagster_project.resources.llm import LLMResource
 from schemas.records import ReleaseClaim
 

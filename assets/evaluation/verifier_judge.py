@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from assets.ensemble import ask
+from assets.ensemble.asking import ask
 from dagster_project.resources.llm import LLMResource
 
 COVERED = {"yes": 1.0, "partly": 0.5, "no": 0.0}

@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 import polars as pl
 from dateutil import parser as dateparser
 
-from assets.ids import stable_id
 from assets.ingestion.sources import ElementRef, normalize_claim_text, read_source
-from dagster_project.quarters import FIRST_DAY, LAST_DAY, in_date_range, quarter_of
+from assets.rules.ids import stable_id
+from dagster_project.core.quarters import FIRST_DAY, LAST_DAY, in_date_range, quarter_of
 from schemas.frames import polars_schema, quarantine
 from schemas.records import Review
 

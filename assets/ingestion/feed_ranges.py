@@ -37,7 +37,8 @@ import polars as pl
 
 from assets.ingestion.cleaning import BATCH, collect_frames, reject_record
 from assets.ingestion.languages import detect_language, detect_languages
-from assets.ingestion.sources import _DECODER, _WS, FeedRange, stream_datafeed
+from assets.ingestion.sources import FeedRange, stream_datafeed
+from assets.ingestion.sources.feed_text import _DECODER, _WS
 
 log = logging.getLogger(__name__)
 

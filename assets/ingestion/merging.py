@@ -11,10 +11,10 @@ from typing import Any
 
 import polars as pl
 
-from assets.common import StageYield
 from assets.ingestion.cleaning import BATCH, REVIEW_SCHEMA, STAGE, _quarter_expr
 from assets.ingestion.feed_ranges import collect_sources
 from assets.ingestion.languages import detect_languages
+from assets.stage.tables import StageYield
 from schemas.frames import validate_rows
 from schemas.records import QuarantineRecord, Review
 

@@ -8,9 +8,10 @@ from collections import Counter
 from functools import lru_cache
 from urllib.parse import urlsplit
 
+import dagster as dg
 import polars as pl
 
-from assets.common import StageYield
+from assets.stage.tables import StageYield
 from schemas.frames import polars_schema
 from schemas.records import Publisher, Review, TrustedReview
 
@@ -127,3 +128,27 @@ def filter_trusted(reviews: pl.DataFrame, publishers: list[Publisher]) -> tuple[
     for how, n in sorted(found.filter(pl.col("_trusted"))["_how"].value_counts().iter_rows()):
         stats.extra[f"matched_by/{how}"] = int(n)
     return joined.filter(pl.col("_trusted")).select(*polars_schema(TrustedReview)), stats, unknown
+
+
+TOP_PUBLISHERS = 10
+
+
+TOP_LANGUAGES = 20
+
+
+def mix_metadata(frame: pl.DataFrame, publishers: list[str]) -> dict:
+    """The quarter's top publishers and language mix as numeric metadata (``publisher/<key>``, ``language/<code>``,
+    the rest summed as ``.../other``), plus the full language counts as JSON."""
+    out: dict = {}
+    counts = Counter(p or "unknown" for p in publishers)
+    languages = Counter(lang or "unknown" for lang in frame["language"].to_list())
+    for prefix, found, top in (("publisher", counts, TOP_PUBLISHERS), ("language", languages, TOP_LANGUAGES)):
+        shown = found.most_common(top)
+        for key, n in shown:
+            out[f"{prefix}/{key}"] = n
+        rest = sum(found.values()) - sum(n for _, n in shown)
+        if rest:
+            out[f"{prefix}/other"] = rest
+    out["languages_detected"] = int(frame["language_detected"].sum())
+    out["languages"] = dg.MetadataValue.json(dict(languages.most_common()))
+    return out

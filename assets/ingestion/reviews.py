@@ -1,15 +1,13 @@
 """Stage 1 as two assets: ``review_snapshot`` (not partitioned) parses each version of the configured sources once
 into a quarter-partitioned Parquet dataset, and ``reviews`` gives each quarter its own slice of it."""
 
-from collections import Counter
 
 import dagster as dg
 import polars as pl
 
-from assets.common import each_quarter, finish_quarter, stage_asset
 from assets.ingestion.cleaning import STAGE
 from assets.ingestion.merging import merge_sources
-from assets.ingestion.publishers import host_of, registered_domain
+from assets.ingestion.publishers import host_of, mix_metadata, registered_domain
 from assets.ingestion.snapshot import (
     fingerprint,
     has_snapshot,
@@ -20,14 +18,13 @@ from assets.ingestion.snapshot import (
     write_snapshot,
 )
 from assets.ingestion.sources import load_sources
+from assets.stage.tables import finish_quarter
+from assets.stage.wiring import each_quarter, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
 from schemas.frames import validate_frame
 from schemas.records import Review
-
-TOP_PUBLISHERS = 10
-TOP_LANGUAGES = 20
 
 
 def configured(pipeline: PipelineResource) -> list[dict]:
@@ -48,24 +45,6 @@ def sites_of(urls: pl.Series) -> list[str]:
     keys = urls.to_frame("url").select(key).to_series()
     found = {k: site_of(k) for k in keys.unique().to_list()}
     return keys.replace_strict(found, return_dtype=pl.Utf8).to_list()
-
-
-def mix_metadata(frame: pl.DataFrame, publishers: list[str]) -> dict:
-    """The quarter's top publishers and language mix as numeric metadata (``publisher/<key>``, ``language/<code>``,
-    the rest summed as ``.../other``), plus the full language counts as JSON."""
-    out: dict = {}
-    counts = Counter(p or "unknown" for p in publishers)
-    languages = Counter(lang or "unknown" for lang in frame["language"].to_list())
-    for prefix, found, top in (("publisher", counts, TOP_PUBLISHERS), ("language", languages, TOP_LANGUAGES)):
-        shown = found.most_common(top)
-        for key, n in shown:
-            out[f"{prefix}/{key}"] = n
-        rest = sum(found.values()) - sum(n for _, n in shown)
-        if rest:
-            out[f"{prefix}/other"] = rest
-    out["languages_detected"] = int(frame["language_detected"].sum())
-    out["languages"] = dg.MetadataValue.json(dict(languages.most_common()))
-    return out
 
 
 @dg.asset(

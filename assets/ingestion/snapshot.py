@@ -15,11 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from assets.common import StageYield
 from assets.ingestion.cleaning import REVIEW_SCHEMA
 from assets.ingestion.merging import Merged, quarter_slice
 from assets.ingestion.sources import source_digest
-from dagster_project.resources.files import TMP_PREFIX, atomic_write
+from assets.stage.tables import StageYield
+from dagster_project.core.atomic_files import TMP_PREFIX, atomic_write
 from dagster_project.resources.store import StoreResource
 from schemas.records import QuarantineRecord
 

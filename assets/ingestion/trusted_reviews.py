@@ -6,9 +6,9 @@ from collections import Counter
 
 import dagster as dg
 
-from assets.common import each_quarter, finish_quarter, load_upstream_frame, stage_asset
-from assets.ingestion.publishers import filter_trusted, load_registry
-from assets.ingestion.reviews import mix_metadata
+from assets.ingestion.publishers import filter_trusted, load_registry, mix_metadata
+from assets.stage.tables import finish_quarter, load_upstream_frame
+from assets.stage.wiring import each_quarter, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from schemas.records import Review, TrustedReview

@@ -5,7 +5,9 @@ Plain functions, no Dagster.  The Croissant file is written as plain JSON-LD (im
 seconds of CPU); the tests validate it and load the claims with mlcroissant.
 """
 
-from __future__ import annotations  # pyarrow's types in annotations: it is imported where used (issue 36)
+from __future__ import (
+    annotations,  # pyarrow's types in annotations: it is imported where used (issue 36)
+)
 
 import hashlib
 import json
@@ -15,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from assets.claims.failures import failed_answers_lines, failed_answers_markdown
+from assets.rules.failed_answers import failed_answers_lines, failed_answers_markdown
 
 #: The AVeriTeC and AVerImaTeC benchmarks this one follows are released under CC BY-NC 4.0.
 LICENSE = "cc-by-nc-4.0"
@@ -145,8 +147,8 @@ def croissant(folder: Path, quarter: str, release_version: str = "") -> dict:
 def integrity_markdown(report: dict, heading: str = "##") -> str:
     """What a reader needs to judge the labels and the split, from a release's manifest (or the same keys before it
     is written): the order check, the ensemble's reliability, the shortcut audit, stage 6's failed answers
-    (``failed_answers``, see assets/claims/failures.py) and the recurring claims."""
-    from assets.release.audit import audit_markdown
+    (``failed_answers``, see assets/rules/failed_answers.py) and the recurring claims."""
+    from assets.selection.shortcut_audit import audit_markdown
 
     parts = [f"{heading} Short release\n\n{note}"] if (note := short_release_note(report)) else []
     order = report.get("order")
@@ -277,8 +279,8 @@ def short_release_note(report: dict) -> str:
 def integrity_summary(report: dict) -> list[str]:
     """A few lines for terminals (``veritas yields``, the demo, the rehearsal) from a release's manifest: the order
     check, Krippendorff's alpha per property, the shortcut audit and the recurring claims."""
-    from assets.claims.reliability import alpha_line
-    from assets.release.audit import audit_line
+    from assets.rules.reliability import alpha_line
+    from assets.selection.shortcut_audit import audit_line
 
     lines = [note] if (note := short_release_note(report)) else []
     if report.get("order"):

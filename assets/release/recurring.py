@@ -13,95 +13,29 @@ L1 distance of the character counts of A and B (the shared tokens cancel), and m
 """
 
 import hashlib
-import itertools
 import json
 import re
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from rapidfuzz import fuzz, process
 
-from assets.claims.negation import polarity
-from assets.claims.normalized_claims import MEDIA_REF
-from dagster_project.quarters import to_label
-from dagster_project.resources.media import hash_words, image_phash
+from assets.rules.near_duplicates import (
+    SCORER,
+    comparable_lengths,
+    compared_length,
+    compared_text,
+    hash_words,
+    polarity_id,
+    repeats_media,
+)
+from dagster_project.core.quarters import to_label
+from dagster_project.resources.media import image_phash
 from schemas.records import ScoredClaim
 
-SCORER = fuzz.token_set_ratio  # the text measure of release.remove_near_duplicates: switch the two together
 CHUNK = 1024  # current phashes compared at once (a chunk x earlier phashes x words array of uint64)
 LATIN1_SPLIT = re.compile(r"[^\S\x85\xa0]+")  # whitespace but NEL and NBSP
 BINS = 64  # character count bins of the bound (code point mod BINS): fewer bins, a cheaper and looser bound
-
-
-# token_set_ratio scores 100 when one text's words are a subset of the other's, so a claim and a longer claim that
-# says more ("The Radio Act in Canada makes it a crime to lie ..." in "Fox News is unavailable in Canada because the
-# Radio Act makes it a crime to lie ...") would be one. Near-duplicates also need the shorter compared text to be at
-# least this share of the longer, in characters (whitespace runs as one). In the real pairs that token_set_ratio
-# scores >= 92 in AVeriTeC dev (27) and the Arabic ClaimReview sample (16), every pair with a share of 0.85 or more is
-# a rewording or a repost (punctuation, diacritics, "we" for "Nigeria", "at the time of independence"), every pair
-# under 0.77 adds to the claim (a cause, a date, an occasion, a clause: 0.39-0.76), and none lies between.
-MIN_LENGTH_SHARE = 0.8
-
-
-@lru_cache(maxsize=1 << 16)  # the in-quarter removal compares each text with every kept one
-def compared_length(text: str) -> int:
-    return len(" ".join(text.split()))
-
-
-def comparable_lengths(a, b):
-    """Whether compared texts of ``a`` and ``b`` characters (``compared_length``; numbers or arrays, pair by pair)
-    can be near-duplicates: the guard of every text match (release.remove_near_duplicates and match_recurring)."""
-    return np.minimum(a, b) >= MIN_LENGTH_SHARE * np.maximum(a, b)
-
-
-# token_set_ratio scores "Video shows X" against "Video does not show X" at 100 (the words of one are in the other):
-# a claim and its negation, or its hedged form, would be one. Near-duplicates also hold the same negation and hedge
-# words (negation.polarity), as they have comparable lengths.
-_POLARITY_IDS: dict[frozenset, int] = {}
-_NEXT_ID = itertools.count()  # next() is atomic: two sets never share a number
-
-
-def polarity_id(text: str) -> int:
-    """A number per distinct set of negation and hedge words (negation.polarity): equal numbers, equal sets."""
-    words = polarity(text)
-    return _POLARITY_IDS[words] if words in _POLARITY_IDS else _POLARITY_IDS.setdefault(words, next(_NEXT_ID))
-
-
-def near_duplicate(a: str, b: str, similarity: float) -> bool:
-    """Two compared texts are near-duplicates: SCORER reaches ``similarity``, their lengths are comparable and they
-    hold the same negation and hedge words."""
-    return (bool(comparable_lengths(compared_length(a), compared_length(b))) and polarity(a) == polarity(b)
-            and SCORER(a, b, score_cutoff=similarity) >= similarity)
-
-
-def first_near_duplicate(text: str, others: list[str], similarity: float, sizes=None, signs=None,
-                         skip=()) -> int | None:
-    """The index of the best-scoring text of ``others`` (the first of equals) that ``text`` nearly duplicates, none
-    at the indices in ``skip``. ``sizes`` and ``signs``: the others' ``compared_length`` and ``polarity_id``
-    (arrays), where the caller keeps them (the in-quarter removal compares each claim with every kept one: 1.6 s
-    for 1,677 claims when each comparison worked them out again)."""
-    if not others:
-        return None
-    sizes = np.fromiter(map(compared_length, others), float, len(others)) if sizes is None else sizes[:len(others)]
-    signs = np.fromiter(map(polarity_id, others), int, len(others)) if signs is None else signs[:len(others)]
-    candidates = comparable_lengths(compared_length(text), sizes) & (signs == polarity_id(text))
-    candidates[list(skip)] = False
-    keep = np.flatnonzero(candidates)
-    best = process.extractOne(text, [others[i] for i in keep], scorer=SCORER, score_cutoff=similarity)
-    return None if best is None else int(keep[best[2]])
-
-
-def repeats_media(media: list, shown) -> bool:
-    """The media rule of every near-duplicate match, within a quarter and across quarters: a claim repeats earlier
-    claims by its media when it has media and every one of them was shown before (``shown(medium)``: the same file,
-    or a perceptual hash within the distance, in any of those claims). A claim that adds one new medium is new."""
-    return bool(media) and all(shown(m) for m in media)
-
-
-def compared_text(text: str) -> str:
-    """A claim's text as near-duplicate checks compare it: without <image:N>/<video:N>, casefolded."""
-    return MEDIA_REF.sub("", text).casefold()
 
 
 def _manifest(folder: Path | None) -> dict:

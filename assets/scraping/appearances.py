@@ -9,29 +9,39 @@ from urllib.parse import unquote, urljoin, urlsplit
 import dagster as dg
 import lxml.html
 
+from assets.ensemble.asking import ask
+from assets.ensemble.llm_stage import finish_llm_stage
 from assets.scraping import platforms
-from assets.scraping.articles import fetch_metadata
-from assets.scraping.workers import STATE, WORKER_DIED, alone, forked_pool, in_chunks, retry_dead
+from assets.scraping.fetch_log import fetch_metadata
 from assets.scraping.links import (
-    canonical, cited_as_evidence, never_a_post, position_in, text_url_sentence, urls_in_text,
+    canonical,
+    cited_as_evidence,
+    never_a_post,
+    position_in,
+    text_url_sentence,
+    urls_in_text,
 )
-from assets.common import (
-    ErrorBudget,
-    RecordError,
+from assets.scraping.workers import (
+    STATE,
+    WORKER_DIED,
+    alone,
+    forked_pool,
+    in_chunks,
+    retry_dead,
+)
+from assets.stage.record_errors import ErrorBudget, RecordError, map_records
+from assets.stage.tables import (
     StageYield,
     count,
     finish_stage,
     llm_metadata,
     load_upstream,
-    map_records,
-    quarter_of_context,
-    stage_asset,
 )
-from assets.ensemble import ask, finish_llm_stage
-from dagster_project.resources.media import MediaError, MediaStore
+from assets.stage.wiring import quarter_of_context, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.crawl_ytdlp import VideoError, download_video
 from dagster_project.resources.llm import LLMResource
+from dagster_project.resources.media import MediaError, MediaStore
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
 from schemas.answers import AppearanceChoiceAnswer

@@ -11,18 +11,26 @@ import dagster as dg
 import lxml.etree
 import lxml.html
 
-from assets.scraping.workers import STATE, WORKER_DIED, alone, forked_pool, in_chunks, retry_dead, submit
-from assets.scraping.links import embed_of, in_chrome, in_embed, link_context, page_chars
-from assets.common import (
-    ErrorBudget,
-    RecordError,
-    StageYield,
-    finish_stage,
-    load_upstream,
-    map_records,
-    quarter_of_context,
-    stage_asset,
+from assets.scraping.fetch_log import fetch_metadata
+from assets.scraping.links import (
+    embed_of,
+    in_chrome,
+    in_embed,
+    link_context,
+    page_chars,
 )
+from assets.scraping.workers import (
+    STATE,
+    WORKER_DIED,
+    alone,
+    forked_pool,
+    in_chunks,
+    retry_dead,
+    submit,
+)
+from assets.stage.record_errors import ErrorBudget, RecordError, map_records
+from assets.stage.tables import StageYield, finish_stage, load_upstream
+from assets.stage.wiring import quarter_of_context, stage_asset
 from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import FetchResult, WebResource
@@ -370,23 +378,6 @@ def _alone(pool: ProcessPoolExecutor, review: TrustedReview, web: WebResource, l
         return alone(pool, _replay_chunk, review, web)
     result = web.fetch(review.review_url, content_types=HTML_TYPES, reuse=True)
     return pool.submit(_outcome, review, result, limits).result()
-
-
-def fetch_metadata(entries: list[dict]) -> dict[str, float | int]:
-    """Numeric yield metadata from the web resource's fetch log (what this stage fetched)."""
-    out: dict[str, float | int] = {"fetches": len(entries)}
-    if not entries:
-        return {**out, "fetch_success_rate": 0.0}
-    ok = sum(1 for e in entries if e.get("error") is None and 200 <= (e.get("status") or 0) < 300)
-    out["fetch_success_rate"] = round(ok / len(entries), 3)
-    out["fetch_from_archive"] = sum(1 for e in entries if e.get("from_archive"))
-    out["fetch_retries"] = sum(max(0, int(e.get("attempts") or 0) - 1) for e in entries)
-    out["fetch_bytes"] = sum(int(e.get("bytes") or 0) for e in entries)
-    for e in entries:
-        if e.get("error"):
-            key = f"fetch_error/{e['error']}"
-            out[key] = int(out.get(key, 0)) + 1
-    return out
 
 
 @stage_asset(

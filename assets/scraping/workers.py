@@ -7,7 +7,7 @@ import signal
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from assets.common import RecordError
+from assets.stage.record_errors import RecordError
 
 STATE: dict = {}  # a worker's start values (forked_pool's keywords)
 BROKEN = f"error:{BrokenProcessPool.__name__}"  # the drop reason of the work a dead worker took with it

@@ -1,1 +1,1 @@
-"""``veritas`` subcommands beyond run/yields/export/demo, one module each (see ``cli.command_modules``)."""
+"""``veritas`` subcommands, one module each (see ``cli.command_modules``)."""

@@ -17,7 +17,7 @@ import sys
 from datetime import date, datetime
 from pathlib import Path
 
-from dagster_project.settings import PROJECT_ROOT
+from dagster_project.core.config_file import PROJECT_ROOT
 
 STAGE = "agreement"
 DEFAULT_PATHS = {  # small excerpts shipped with the tests; --path takes the full files
@@ -71,8 +71,14 @@ def fivepils_items(records: list[dict]) -> tuple[list[dict], dict]:
 
 def rate_item(item: dict, llm, prop_set: str) -> dict:
     """Each member's score and the ensemble's per property for one item (None where no valid rating came)."""
-    from assets.claims.scored_claims import aggregate, integrity_of, rate, to_rating, verdicts_from
-    from assets.ensemble import ask
+    from assets.ensemble.asking import ask
+    from assets.ensemble.scoring import (
+        aggregate,
+        integrity_of,
+        rate,
+        to_rating,
+        verdicts_from,
+    )
     from schemas.answers import MediaRatingAnswer
     from schemas.records import NormalizedClaim
 
@@ -110,7 +116,7 @@ def rate_item(item: dict, llm, prop_set: str) -> dict:
 
 def metrics(pairs: list[tuple[float | None, float]]) -> dict:
     """MSE and 3-bin agreement over the pairs that have a score; missing scores are counted, not guessed."""
-    from assets.claims.scored_claims import bin3
+    from assets.rules.bins import bin3
 
     scored = [(s, t) for s, t in pairs if s is not None]
     if not scored:
@@ -122,7 +128,7 @@ def metrics(pairs: list[tuple[float | None, float]]) -> dict:
 
 def baseline(targets: list[float]) -> dict:
     """What always answering the most frequent expert bin scores (a rater must beat it to be worth anything)."""
-    from assets.claims.scored_claims import bin3
+    from assets.rules.bins import bin3
 
     if not targets:
         return {}

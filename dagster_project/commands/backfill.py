@@ -52,7 +52,7 @@ def stage_selection(start: str | None, until: str | None) -> list[str]:
 
 def quarter_keys(first: str, last: str) -> list[str]:
     """The Dagster partition keys of a quarter range; refuses quarters outside the partitions, saying which exist."""
-    from dagster_project.quarters import partition_label, quarter_range, to_key
+    from dagster_project.core.quarters import partition_label, quarter_range, to_key
 
     return [to_key(q) for q in quarter_range(partition_label(first), partition_label(last))]
 
@@ -63,7 +63,10 @@ def workspace(instance, here: bool):
     from dagster._core.remote_origin import InProcessCodeLocationOrigin
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget, ModuleTarget
+    from dagster._core.workspace.load_target import (
+        InProcessWorkspaceLoadTarget,
+        ModuleTarget,
+    )
 
     if here:
         origin = LoadableTargetOrigin(executable_path=sys.executable, module_name="dagster_project.definitions",
@@ -218,7 +221,7 @@ def release_reads_another(instance, graph, key: str) -> bool:
     release built before the one of the quarter before looks fresh to it."""
     import dagster as dg
 
-    from dagster_project.history import latest_materialization
+    from dagster_project.core.instance_records import latest_materialization
     from dagster_project.partitions import to_label
 
     record = latest_materialization(instance, "release", to_label(key))
@@ -237,7 +240,10 @@ def stale_partitions(instance, context, stages: list[str], keys: list[str]) -> l
     """(stage, partition key) of each materialized quarter of ``stages`` that is stale: Dagster's stale status (what
     the UI shows), or a release that read another release of the quarter before than the current one."""
     import dagster as dg
-    from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+    from dagster._core.definitions.data_version import (
+        CachingStaleStatusResolver,
+        StaleStatus,
+    )
     from dagster._core.definitions.partitions.context import partition_loading_context
 
     request = context.create_request_context()
@@ -257,7 +263,9 @@ def stale_partitions(instance, context, stages: list[str], keys: list[str]) -> l
 def stale_backfill(instance, context, found: list[tuple[str, str]], title: str) -> str:
     """Add an asset backfill of exactly the stale (stage, partition key) pairs ``found``."""
     import dagster as dg
-    from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+    from dagster._core.definitions.assets.graph.asset_graph_subset import (
+        AssetGraphSubset,
+    )
     from dagster._core.definitions.events import AssetKeyPartitionKey
     from dagster._core.execution.backfill import PartitionBackfill
     from dagster._core.utils import make_new_backfill_id
@@ -287,7 +295,9 @@ class Driver:
 
     def __init__(self, context, tick: float):
         from dagster._core.run_coordinator import QueuedRunCoordinator
-        from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+        from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
+            QueuedRunCoordinatorDaemon,
+        )
 
         self.context, self.spell = context, RUNS_PER_TICK_S * tick
         self.log = logging.getLogger("veritas.backfill")
@@ -433,7 +443,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
                  start: str | None, retry: str | None, bars: bool, tick: float = 1.0, launch: str = "auto",
                  stale: bool = False) -> int:
     from dagster_project.config import load_config
-    from dagster_project.instance import project_instance
+    from dagster_project.core.instance import project_instance
     from dagster_project.partitions import quarterly_partitions, to_label
 
     config = load_config(config_path)

@@ -50,9 +50,9 @@ def format_report(report: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dagster_project.ledger import read_report
-    from dagster_project.quarters import to_label
-    from dagster_project.settings import load_config
+    from dagster_project.core.config_file import load_config
+    from dagster_project.core.cost_ledger import read_report
+    from dagster_project.core.quarters import to_label
 
     try:
         config = load_config(getattr(args, "config", None))

@@ -111,16 +111,13 @@ def coverage_lines(gold: dict, predictions: list, systems: list[str]) -> list[st
 
 
 def run(args: argparse.Namespace) -> int:
-    from assets.evaluation.evaluation import (
-        MiB,
+    from assets.evaluation.evaluation import evaluate_quarters, text_table, write_report
+    from assets.evaluation.prediction_files import (
         check_claim_ids,
-        evaluate_quarters,
         find_releases,
         read_predictions,
-        text_table,
-        write_report,
     )
-    from assets.evaluation.predictions import load_release
+    from assets.evaluation.predictions import MiB, load_release
     from assets.evaluation.verifier_contamination import controlled_ids, load_report
     from assets.release.recurring import recurring_ids
 

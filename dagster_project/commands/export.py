@@ -35,7 +35,7 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 
 def store_root(config_path: str | None) -> Path:
     """The local store folder (with S3: its working copy), which an export must stay out of."""
-    from dagster_project.settings import load_config
+    from dagster_project.core.config_file import load_config
 
     return Path(load_config(config_path)["store"]["root"]).expanduser().resolve()
 
@@ -44,9 +44,9 @@ def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, P
     """Each quarter's current release folder. A local store is read directly (its ``LATEST`` pointer), without
     importing Dagster; an S3 store through the store resource, which downloads the release first. A pointer that
     leads out of its quarter's folder is an error, never followed."""
-    from dagster_project.quarters import to_label
-    from dagster_project.resources.files import pointed_folder
-    from dagster_project.settings import load_config
+    from dagster_project.core.atomic_files import pointed_folder
+    from dagster_project.core.config_file import load_config
+    from dagster_project.core.quarters import to_label
 
     store_config = load_config(config_path)["store"]
     if store_config.get("kind") == "s3":
@@ -126,7 +126,7 @@ def export_release(config_path: str | None, quarter: str, out: str, force: bool 
 
 def quarters_of(args: argparse.Namespace) -> list[str]:
     """The quarters asked for: ``--quarter A B ...`` or ``--from A [--to B]`` (every quarter between, both included)."""
-    from dagster_project.quarters import quarter_range
+    from dagster_project.core.quarters import quarter_range
 
     if bool(args.quarter) == bool(args.first) or (args.last and not args.first):
         raise ValueError("give either --quarter Q [Q ...] or --from A [--to B]")

@@ -31,12 +31,12 @@ def materialize(config: dict) -> bool:
     """The leaderboard asset, in process, on the instance `veritas run` uses."""
     import dagster as dg
 
-    from dagster_project.cli import _instance
+    from dagster_project.core.instance import project_instance
     from dagster_project.definitions import BOARD_ASSETS, build_resources
 
     resources = build_resources(config)
     result = dg.materialize(BOARD_ASSETS, resources={k: resources[k] for k in ("store", "pipeline")},
-                            instance=_instance(config), raise_on_error=False)
+                            instance=project_instance(config), raise_on_error=False)
     return result.success
 
 

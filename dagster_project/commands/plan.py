@@ -15,8 +15,8 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-CHARS_PER_TOKEN = 4  # a rough, model-independent count: tokenizers are not shipped for every provider
-IMAGE_TOKENS = 1000  # what one image costs a vision member, roughly (providers price 85-1,600 per image)
+from dagster_project.core.cost_ledger import CHARS_PER_TOKEN, IMAGE_TOKENS
+
 MODEL_STAGES = ("normalized_claims", "scored_claims", "rectified_claims", "predictions", "evaluation")
 # Completion tokens of one answer per template before the ledger has any (then its average replaces them): the
 # simulated panel's answers on the rehearsal of 2026-12-02 (bench/rehearsal.py), rounded up (media_filter: a claim's
@@ -54,7 +54,8 @@ class Planner:
     """Renders each stage's prompts from the tables it would read and counts them per member."""
 
     def __init__(self, llm, pipeline, completion_history: dict[str, float]):
-        from assets.ensemble import evidence_budgets, media_context, member_evidence
+        from assets.ensemble.asking import media_context
+        from assets.ensemble.evidence import evidence_budgets, member_evidence
         from prompts import render
 
         self.llm, self.pipeline, self.history = llm, pipeline, completion_history
@@ -83,7 +84,12 @@ class Planner:
         """The media filter's questions (the media no plain rule drops, MEDIA_PER_QUESTION to a question: a later
         question is counted as if the earlier ones left places, an upper bound) and one normalisation per claim, with
         the media stage 6 is expected to see."""
-        from assets.claims.normalized_claims import filter_candidates, filter_order, filter_waves, plain_drops
+        from assets.claims.normalized_claims import (
+            filter_candidates,
+            filter_order,
+            filter_waves,
+        )
+        from assets.rules.media_rules import plain_drops
 
         est = Estimate("normalized_claims", f"{len(claims)} appearances rows")
         first = self.llm.member_names()[0]
@@ -103,7 +109,7 @@ class Planner:
     def expected_media(self, claim) -> list:
         """The media stage 5 is expected to keep: the post's own that no plain rule drops, in its order (the
         article's own images are the fact-checker's graphics, stamps and copies of the post's)."""
-        from assets.claims.normalized_claims import plain_drops, preference
+        from assets.rules.media_rules import plain_drops, preference
 
         plain = plain_drops(claim.media, self.pipeline.near_duplicate_distance, claim.language)
         kept = sorted((m for m in claim.media if m.medium_id not in plain and m.origin == "appearance"), key=preference)
@@ -144,7 +150,12 @@ class Planner:
         """The Compromised claims stage 7 will rewrite: all of them (rectify: all), or on demand the ones the release
         lacks as Intact variants (DemandPlan), over the success rate a rewrite is expected to have; and the release
         expected from them, with REWRITE_SUCCESS of the rewrites holding (spread evenly over the list)."""
-        from assets.release.demand import DemandPlan, held_share, hypothetical_variant, variants_wanted
+        from assets.selection.demand import (
+            DemandPlan,
+            held_share,
+            hypothetical_variant,
+            variants_wanted,
+        )
 
         demand = DemandPlan(scored, self.pipeline, self.key)
         compromised = [c for c in scored if c.integrity.label == "compromised"]
@@ -227,7 +238,7 @@ EXPECTED_SCORE = {"intact": 1.0, "unknown": 0.0, "compromised_veracity": -1.0, "
 
 def expected_scored(claim):
     """A normalized claim as stage 6 is expected to score it: its fact-checker's rating's category."""
-    from assets.claims.ratings import rated_out_of_context, rating_category
+    from assets.rules.ratings import rated_out_of_context, rating_category
     from schemas.records import Integrity, ScoredClaim
 
     category = rating_category(claim.rating_text, bool(claim.media) and rated_out_of_context(claim.rating_text))
@@ -272,7 +283,8 @@ def prices(llm) -> dict[str, tuple[float | None, float | None]]:
 def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False) -> dict:
     """The estimate for one quarter from whatever upstream tables it has (``before_stage_5``: from stages 1-4's
     only, as it read before any model call), plus the ledger's earlier quarters."""
-    from assets.common import load_upstream, stable_id
+    from assets.rules.ids import stable_id
+    from assets.stage.tables import load_upstream
     from schemas.records import Article, ClaimAppearances, NormalizedClaim, ScoredClaim
 
     def table(name, model):
@@ -284,7 +296,7 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
                                 "appearances` first (stages 1-4 make no model calls)")
     articles = {a.review_id: a for a in table("articles", Article) or []}
     planner = Planner(llm, pipeline, ledger_history(llm))
-    from assets.release.order import order_key
+    from assets.rules.release_order import order_key
 
     planner.key = order_key(store, create=False) or PLAN_KEY
     normalized = None if before_stage_5 else table("normalized_claims", NormalizedClaim)
@@ -303,7 +315,7 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
     # each claim labelled as its fact-checker's rating predicts; on demand, stage 6's rounds run on those labels
     expected = {c.claim_id: expected_scored(c) for c in claims}
     if pipeline.score == "demand":
-        from assets.release.demand import ScoringDemand
+        from assets.selection.demand import ScoringDemand
 
         outcomes, extra = ScoringDemand(claims, pipeline, planner.key).run(lambda batch: {c.claim_id: (expected[c.claim_id], "")
                                                                               for c in batch})
@@ -394,7 +406,7 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 
 def run(args) -> int:
     from dagster_project.config import PipelineResource, load_config
-    from dagster_project.quarters import partition_label
+    from dagster_project.core.quarters import partition_label
     from dagster_project.resources.llm import LLMResource
     from dagster_project.resources.store import StoreResource
 

@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 
 import imagehash
 import imageio_ffmpeg
-import numpy as np
 from PIL import Image, ImageOps
 
 # Refuse anything above ~64 MP before decoding; real news photos are far below this.
@@ -373,37 +372,3 @@ def phash_distance(a_hex: str, b_hex: str) -> int:
     return imagehash.hex_to_hash(a_hex) - imagehash.hex_to_hash(b_hex)
 
 
-def hash_words(hexes: list[str]) -> np.ndarray:
-    width = len(hexes[0])
-    if width == 0 or width % 16 or any(len(h) != width for h in hexes):
-        raise ValueError("phashes must be non-empty hex strings of one common length (multiple of 16)")
-    words = width // 16
-    return np.array([[int(h[i * 16 : (i + 1) * 16], 16) for i in range(words)] for h in hexes], dtype=np.uint64)
-
-
-def near_duplicate_groups(items: list[tuple[str, str]], max_distance: int = 6) -> list[list[str]]:
-    """Partition ids into single-link groups of phashes within max_distance (singletons included),
-    groups and members in input order; filter len(group) > 1 for the actual duplicates."""
-    if not items:
-        return []
-    ids = [i for i, _ in items]
-    words = hash_words([h.lower() for _, h in items])
-    parent = list(range(len(ids)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for i in range(len(ids) - 1):
-        # Vectorised Hamming distance of item i against all later items.
-        dist = np.bitwise_count(words[i + 1 :] ^ words[i]).sum(axis=1)
-        for j in np.nonzero(dist <= max_distance)[0]:
-            ri, rj = find(i), find(i + 1 + int(j))
-            if ri != rj:
-                parent[max(ri, rj)] = min(ri, rj)
-    groups: dict[int, list[str]] = {}
-    for idx, id_ in enumerate(ids):
-        groups.setdefault(find(idx), []).append(id_)
-    return list(groups.values())

@@ -24,7 +24,7 @@ import dagster as dg
 import polars as pl
 from pydantic import PrivateAttr
 
-from dagster_project.resources.files import TMP_PREFIX, atomic_write, pointed_folder
+from dagster_project.core.atomic_files import TMP_PREFIX, atomic_write, pointed_folder
 from dagster_project.resources.web import WARC_SUFFIXES
 from schemas.frames import polars_schema, to_frame
 from schemas.records import QuarantineRecord
@@ -376,7 +376,7 @@ class StoreResource(dg.ConfigurableResource):
 
     def release_quarters(self) -> list[str]:
         """The quarters with a published release (a LATEST pointer, here or in the bucket), oldest first."""
-        from dagster_project.quarters import to_label
+        from dagster_project.core.quarters import to_label
 
         found = set()
         for rel in self.list_objects("releases"):

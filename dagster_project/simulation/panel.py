@@ -16,9 +16,9 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from dagster_project.commands.plan import IMAGE_TOKENS
-from dagster_project.simulation.records import claim_key
+from dagster_project.core.cost_ledger import IMAGE_TOKENS
 from dagster_project.simulation.openai_stub import OpenAIStub
+from dagster_project.simulation.records import claim_key
 from dagster_project.simulation.rewrites import STYLES, TEMPLATES, rewrite_texts
 
 SIMULATED = "simulated"

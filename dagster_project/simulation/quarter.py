@@ -22,7 +22,9 @@ import imagehash
 import numpy as np
 from PIL import Image, ImageDraw
 
-from assets.claims.normalized_claims import count_sentences, count_words, verdict_leak, verdict_phrase
+from assets.rules.claim_text import verdict_leak, verdict_phrase
+from assets.rules.length import count_sentences, count_words
+from assets.rules.ratings import rating_category
 from dagster_project.config import PlatformSettings
 from dagster_project.simulation.pages import (
     CHROME,
@@ -43,7 +45,6 @@ from dagster_project.simulation.pages import (
     video_mp4,
     x_shell_page,
 )
-from assets.claims.ratings import rating_category
 from dagster_project.simulation.records import claim_key
 from dagster_project.simulation.rewrites import rewrites, vocabulary
 
@@ -64,7 +65,7 @@ FALLBACK_PUBLISHERS = {
 MAX_CLAIM_WORDS = 55  # a rewrite (dagster_project/simulation/rewrites.py) adds a few words and must stay within 70
 SIM_PATH = "veritas-sim"
 def planted_category(record: dict) -> str:
-    """The planted category of a real record: its textual rating's (assets/claims/ratings.py), out of context for
+    """The planted category of a real record: its textual rating's (assets/rules/ratings.py), out of context for
     an image claim that is not rated true."""
     return rating_category(str(record.get("rating") or ""), bool(record.get("image_claim")))
 

@@ -16,8 +16,8 @@ import hashlib
 import random
 import re
 
-from assets.claims.length import count_sentences, count_words
-from assets.claims.normalized_claims import verdict_leak
+from assets.rules.claim_text import verdict_leak
+from assets.rules.length import count_sentences, count_words
 from prompts import label_scheme
 
 STYLES = ("negation", "correction", "minimal", "paraphrase")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from dagster_project.simulation.panel import MEDIA_REF, PanelConfig, PanelServer
 from dagster_project.simulation.quarter import BIN3, DECISIVE
 from dagster_project.simulation.records import claim_key
-from dagster_project.simulation.panel import MEDIA_REF, PanelConfig, PanelServer
 from dagster_project.simulation.rewrites import rewrite_texts
 
 PLANTED_SCORE = {"intact": 1.0, "compromised": -1.0, "unknown": 0.0}
@@ -72,7 +72,7 @@ def planted(claim: dict, truth: dict, by_url: dict) -> tuple[str, str, bool]:
 
 
 def bin3_of(score: float) -> str:
-    from assets.claims.scored_claims import bin3
+    from assets.rules.bins import bin3
 
     return bin3(score)
 

@@ -55,9 +55,14 @@ from pathlib import Path
 
 import yaml
 
-from dagster_project.quarters import quarter_range, to_label
+from dagster_project.core.quarters import quarter_range, to_label
 from dagster_project.simulation.panel import DEFAULT_MEMBERS, PanelConfig, PanelServer
-from dagster_project.simulation.quarter import FALLBACK_PUBLISHERS, QuarterConfig, fits, generate
+from dagster_project.simulation.quarter import (
+    FALLBACK_PUBLISHERS,
+    QuarterConfig,
+    fits,
+    generate,
+)
 from dagster_project.simulation.records import SHARED_DATA, claim_key, load_records
 from dagster_project.simulation.run import write_config
 

@@ -1,0 +1,126 @@
+"""Running a quarter in process, for the commands that run one (``veritas run``, ``veritas demo``):
+``materialize_quarter`` (and ``run_quarter``, its success alone) materializes a quarter's stages on the project's
+Dagster instance, ``failure_reason`` says why a failed run failed, and ``run_stoppable`` runs a command's work so that
+SIGINT/SIGTERM stop it within seconds, the embedded model servers and the demo's simulated model panels
+(``SIM_PANELS``) with it."""
+
+import os
+import sys
+import time
+
+SIM_PANELS: list = []  # the panel servers running now (a signal stops them before the process exits)
+
+
+def run_quarter(config_path: str | None, quarter: str, until: str | None = None) -> bool:
+    """Materialize the stages (up to ``until``) for one quarter in process; returns success."""
+    return materialize_quarter(config_path, quarter, until)[0]
+
+
+def materialize_quarter(config_path: str | None, quarter: str, until: str | None = None) -> tuple[bool, str]:
+    """``run_quarter`` that also says why a failed run failed: ``(False, "scored_claims: ModelUnavailable: ...")``."""
+    import dagster as dg
+
+    from dagster_project.checks import CHECKS
+    from dagster_project.config import load_config
+    from dagster_project.core.instance import project_instance
+    from dagster_project.core.quarters import partition_label
+    from dagster_project.definitions import (
+        ALL_ASSETS,
+        ASSET_NAMES,
+        build_resources,
+        with_snapshot,
+    )
+    from dagster_project.partitions import to_key
+
+    config = load_config(config_path)
+    label = partition_label(quarter)
+    if until and until not in ASSET_NAMES:
+        raise SystemExit(f"unknown asset {until!r}; choose one of {', '.join(ASSET_NAMES)}")
+    selection = ASSET_NAMES[: ASSET_NAMES.index(until) + 1] if until else ASSET_NAMES
+    started = time.monotonic()
+    print(f"[veritas] {label}: {' -> '.join(selection)}", flush=True)
+    result = dg.materialize(
+        [*ALL_ASSETS, *CHECKS],
+        selection=with_snapshot(selection),
+        partition_key=to_key(label),
+        resources=build_resources(config),
+        instance=project_instance(config),
+        tags={"veritas/quarter": label},
+        run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "INFO")}}}},
+        raise_on_error=False,
+    )
+    reason = "" if result.success else failure_reason(result)
+    print(f"[veritas] {label}: {'done' if result.success else 'FAILED'} in {time.monotonic() - started:.1f}s"
+          + (f": {reason}" if reason else ""), flush=True)
+    return result.success, reason
+
+
+def failure_reason(result) -> str:
+    """The first failed step of a run and its error's first line, e.g. ``scored_claims: ModelUnavailable: ...``."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data is not None:
+            error = event.step_failure_data.error
+            while error is not None and error.cause is not None and error.cls_name in (
+                    "DagsterExecutionStepExecutionError", "DagsterUserCodeExecutionError"):
+                error = error.cause  # Dagster's wrapper says "Error occurred while executing op"; the cause says why
+            first = (error.message.strip().splitlines() or [""])[0] if error is not None else "failed"
+            head, sep, rest = first.partition(": ")
+            if sep and error is not None and head.rsplit(".", 1)[-1] == error.cls_name:
+                first = f"{error.cls_name}: {rest}"  # the class without its module path
+            return f"{event.step_key}: {first}"
+    return "the run failed before any step (see the log above)"
+
+
+STOP_GRACE_S = 5.0  # after a signal: time for the run to record its failure (the servers get 3 s before it)
+
+
+def run_stoppable(command: str, work) -> int:
+    """``work()`` in a worker thread while the main thread waits for SIGINT/SIGTERM (Dagster defers signals until a
+    step ends, and a model stage runs for minutes). On a signal: no more model calls, the embedded servers stop,
+    the run fails before any stage writes a partial table, and the process exits 128+signal within seconds; the
+    model cache keeps every answer received, so the next run resumes from it."""
+    import signal
+    import threading
+
+    from dagster_project.resources.llm import request_stop
+    from dagster_project.resources.local_llm import stop_all
+
+    if threading.current_thread() is not threading.main_thread():
+        return work()  # only the main thread receives signals (a caller's own thread, e.g. in tests)
+    box: dict = {}
+    received: list[int] = []
+
+    def target():
+        try:
+            box["rc"] = work()
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread, which raises it
+            box["error"] = err
+
+    def on_signal(signum, frame):
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    worker = threading.Thread(target=target, name=f"veritas-{command}", daemon=True)
+    worker.start()
+    while worker.is_alive() and not received:
+        worker.join(0.2)
+    if received:  # our handler stays: a second Ctrl-C during the stop changes nothing
+        name = signal.Signals(received[0]).name
+        request_stop(f"{name} received")
+        servers = stop_all()
+        panels = list(SIM_PANELS)
+        for panel in panels:  # the demo's simulated panel: its port closes before the process exits
+            panel.__exit__(None, None, None)
+        worker.join(STOP_GRACE_S)
+        print(f"[veritas] {command} stopped by {name}: {servers} embedded model server(s)"
+              f"{' and the simulated model panel' if panels else ''} stopped, no stage output "
+              f"written after the signal; the model cache keeps every answer received, so running it again resumes "
+              f"from there.", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(128 + received[0])  # worker threads may still wait on a remote model: do not wait for them
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    if "error" in box:
+        raise box["error"]
+    return box["rc"]
+
