@@ -20,7 +20,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install demo test docs dev clean system-deps llama-wheel
+.PHONY: install demo test docs dev check-defs clean system-deps llama-wheel
 
 install: $(STAMP)
 
@@ -58,10 +58,22 @@ test: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-dev: install
+# `dg` (dagster-dg-cli) finds the project by [tool.dg] in pyproject.toml; it runs in the project's venv
+DG := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(BIN):$$PATH" DAGSTER_HOME=$(CURDIR)/.veritas/dagster $(BIN)/dg
+
+# the Dagster UI (webserver and daemon) on port 3000, with the runs of `veritas` commands (the same DAGSTER_HOME);
+# `dagster dev -w workspace.yaml` serves the same code location
+dev: install .veritas/dagster/dagster.yaml
+	$(DG) dev --host 127.0.0.1 --port 3000
+
+# loads every definition of the code location as `dg` and the UI do (CI runs it before the tests)
+check-defs: install .veritas/dagster/dagster.yaml
+	$(DG) check defs
+
+# the local Dagster instance's settings: telemetry off (`dg` and the UI read it; `veritas` writes its own)
+.veritas/dagster/dagster.yaml:
 	mkdir -p .veritas/dagster
-	test -f .veritas/dagster/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > .veritas/dagster/dagster.yaml
-	DAGSTER_HOME=$(CURDIR)/.veritas/dagster $(BIN)/dagster dev -w workspace.yaml
+	printf 'telemetry:\n  enabled: false\n' > $@
 
 clean:
 	rm -rf .veritas

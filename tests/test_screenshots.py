@@ -1,8 +1,8 @@
 """Issue 28: the handbook's pictures are rendered by tests, so they are real and current.
 
-Here: the Dagster asset graph. ``dagster-webserver`` serves the project's workspace (``workspace.yaml``, as
-``make dev`` does) on 127.0.0.1 on a free port, with a fresh ``DAGSTER_HOME`` (telemetry off) and the demo config
-with its data folder in a temporary folder; headless Chromium takes a screenshot of the global asset lineage page
+Here: the Dagster asset graph. ``dg dev`` serves the project as ``make dev`` does (``[tool.dg]`` in pyproject.toml;
+issue 47) on 127.0.0.1 on a free port, with a fresh ``DAGSTER_HOME`` (telemetry off) and the demo config with its data
+folder in a temporary folder; headless Chromium takes a screenshot of the global asset lineage page
 into ``build/test-artifacts/asset-graph/`` (or ``$VERITAS_TEST_ARTIFACTS``). The yields dashboard and the
 leaderboard page are taken by tests/test_dashboard.py and tests/test_leaderboard.py. ``docs/hooks.py`` copies all
 three over the site's copies of ``docs/img/`` when it builds after a test run.
@@ -26,7 +26,8 @@ from dagster_project.config import PROJECT_ROOT
 from tests.conftest import write_demo_config
 
 CHROMIUM = shutil.which("chromium")
-WEBSERVER = Path(sys.executable).parent / "dagster-webserver"
+VENV = Path(sys.executable).parent.parent
+DG = VENV / "bin" / "dg"
 GRAPH_PATH = "/asset-groups"  # Dagster 1.13's global asset lineage (every asset of every code location)
 # its groups start collapsed; `expanded=` opens them (ids `global@global:<group>`, the UI's own query parameter)
 STARTUP_S = 240  # the code server imports dagster, polars and litellm: a minute or more on a busy 2-core machine
@@ -64,11 +65,11 @@ def webserver(tmp_path_factory):
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "VERITAS_CONFIG": write_demo_config(folder),
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true", "GX_ANALYTICS_ENABLED": "false",
-           "DAGSTER_DISABLE_TELEMETRY": "1"}
+           "DAGSTER_DISABLE_TELEMETRY": "1", "VIRTUAL_ENV": str(VENV), "PATH": f"{VENV / 'bin'}:{os.environ['PATH']}"}
     log = open(folder / "webserver.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([str(WEBSERVER), "-w", str(PROJECT_ROOT / "workspace.yaml"), "-h", "127.0.0.1",
-                             "-p", str(port)], cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # its own process group: the code server goes with it
+    proc = subprocess.Popen([str(DG), "dev", "--host", "127.0.0.1", "--port", str(port)], cwd=PROJECT_ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # its own process group: webserver, daemon and code server go with it
     base = f"http://127.0.0.1:{port}"
     deadline, keys, error = time.monotonic() + STARTUP_S, {}, None
     try:
@@ -80,7 +81,7 @@ def webserver(tmp_path_factory):
             except (OSError, ValueError, KeyError, TypeError) as err:  # not listening yet, or the location loading
                 error = err
             time.sleep(2)
-        assert keys, (f"dagster-webserver listed no asset within {STARTUP_S}s (exit {proc.poll()}, last error "
+        assert keys, (f"dg dev listed no asset within {STARTUP_S}s (exit {proc.poll()}, last error "
                       f"{error!r}):\n{(folder / 'webserver.log').read_text()[-4000:]}")
         yield {"base": base, "keys": keys, "folder": folder}
     finally:
@@ -100,6 +101,18 @@ def test_the_webserver_serves_the_asset_graph(webserver):
         assert key in webserver["keys"]
     with urllib.request.urlopen(webserver["base"] + GRAPH_PATH, timeout=30) as response:
         assert response.status == 200 and b"<html" in response.read().lower()
+
+
+def test_workspace_yaml_still_loads_the_code_location_for_dagster_dev(tmp_path):
+    """``dagster dev -w workspace.yaml`` serves the same code location as ``dg dev``: the workspace loads and every
+    definition validates (``dagster definitions validate``, what the webserver's code server runs)."""
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "VERITAS_CONFIG": write_demo_config(tmp_path),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true", "DAGSTER_DISABLE_TELEMETRY": "1"}
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    done = subprocess.run([str(VENV / "bin" / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=STARTUP_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "veritas" in done.stdout + done.stderr
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (`chromium` not on PATH); "
