@@ -117,7 +117,7 @@ def load_systems(folder: str | Path) -> list[System]:
     folder = Path(folder)
     files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     if not files:
-        raise FileNotFoundError(f"no systems registered: no *.yaml in {folder} (README, 'Leaderboard: adding a system')")
+        raise FileNotFoundError(f"no systems registered: no *.yaml in {folder} (docs/how-to/score-a-system.md says how to add one)")
     systems = []
     for path in files:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
