@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from dagster_project.core.dagster_private import private, replace_compute_log_manager, replace_run_launcher
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED")
 # the runs' console log level (their output is the command's): VERITAS_LOG_LEVEL, else warnings only
@@ -60,13 +62,11 @@ def quarter_keys(first: str, last: str) -> list[str]:
 def workspace(instance, here: bool):
     """The code location: loaded in this process (``here``), else as the UI loads it (``workspace.yaml``'s module,
     in a code server of its own, whose runs are processes of their own)."""
-    from dagster._core.remote_origin import InProcessCodeLocationOrigin
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import (
-        InProcessWorkspaceLoadTarget,
-        ModuleTarget,
-    )
+    InProcessCodeLocationOrigin = private("InProcessCodeLocationOrigin")
+    LoadableTargetOrigin = private("LoadableTargetOrigin")
+    WorkspaceProcessContext = private("WorkspaceProcessContext")
+    InProcessWorkspaceLoadTarget = private("InProcessWorkspaceLoadTarget")
+    ModuleTarget = private("ModuleTarget")
 
     if here:
         origin = LoadableTargetOrigin(executable_path=sys.executable, module_name="dagster_project.definitions",
@@ -124,11 +124,11 @@ def here_launcher(on_interrupt: "Stop"):
     ``dagster/failure_reason: UNEXPECTED_TERMINATION``); ``on_interrupt`` then hears of it, since the command's
     own handler did not. A run left STARTED by an earlier command (its process is gone) is marked canceled when
     the backfill is cancelled."""
-    from dagster._core.execution.api import execute_run_iterator
-    from dagster._core.launcher import RunLauncher
-    from dagster._core.storage.tags import RUN_FAILURE_REASON_TAG
-    from dagster._utils.hosted_user_process import recon_job_from_origin
-    from dagster._utils.interrupts import check_captured_interrupt
+    execute_run_iterator = private("execute_run_iterator")
+    RunLauncher = private("RunLauncher")
+    RUN_FAILURE_REASON_TAG = private("RUN_FAILURE_REASON_TAG")
+    recon_job_from_origin = private("recon_job_from_origin")
+    check_captured_interrupt = private("check_captured_interrupt")
 
     class HereLauncher(RunLauncher):
         executed = 0
@@ -162,10 +162,9 @@ def uncaptured(instance) -> None:
     """Runs in this process print to the command's own terminal, not to files the UI shows: Dagster's capture would
     redirect the command's streams and start four processes per run (``tail -F`` of stdout and of stderr, each with
     a watcher), 26 MB and about 0.1 s a run. Their structured logs still go to the event log, as every run's do."""
-    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+    NoOpComputeLogManager = private("NoOpComputeLogManager")
 
-    instance._compute_log_manager = NoOpComputeLogManager()
-    instance._compute_log_manager.register_instance(instance)
+    replace_compute_log_manager(instance, NoOpComputeLogManager())
 
 
 BOARD = "leaderboard"  # --until leaderboard: every stage, then the leaderboard (not partitioned)
@@ -175,8 +174,8 @@ def create_backfill(instance, context, keys: list[str], stages: list[str], title
     """Add an asset backfill of ``stages`` (with the sources' snapshot when they hold reviews) over ``keys``; with
     ``board``, the leaderboard too, which Dagster runs once, after the evaluation of every quarter of the backfill."""
     import dagster as dg
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
+    PartitionBackfill = private("PartitionBackfill")
+    make_new_backfill_id = private("make_new_backfill_id")
 
     from dagster_project.definitions import with_snapshot
 
@@ -193,8 +192,8 @@ def create_backfill(instance, context, keys: list[str], stages: list[str], title
 
 def retry_backfill(instance, context, backfill_id: str) -> str:
     """A new backfill of what backfill ``backfill_id`` targeted and did not materialize."""
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
+    PartitionBackfill = private("PartitionBackfill")
+    make_new_backfill_id = private("make_new_backfill_id")
 
     old = instance.get_backfill(backfill_id)
     if old.status.value not in TERMINAL:
@@ -240,11 +239,9 @@ def stale_partitions(instance, context, stages: list[str], keys: list[str]) -> l
     """(stage, partition key) of each materialized quarter of ``stages`` that is stale: Dagster's stale status (what
     the UI shows), or a release that read another release of the quarter before than the current one."""
     import dagster as dg
-    from dagster._core.definitions.data_version import (
-        CachingStaleStatusResolver,
-        StaleStatus,
-    )
-    from dagster._core.definitions.partitions.context import partition_loading_context
+    CachingStaleStatusResolver = private("CachingStaleStatusResolver")
+    StaleStatus = private("StaleStatus")
+    partition_loading_context = private("partition_loading_context")
 
     request = context.create_request_context()
     graph = request.asset_graph
@@ -263,12 +260,10 @@ def stale_partitions(instance, context, stages: list[str], keys: list[str]) -> l
 def stale_backfill(instance, context, found: list[tuple[str, str]], title: str) -> str:
     """Add an asset backfill of exactly the stale (stage, partition key) pairs ``found``."""
     import dagster as dg
-    from dagster._core.definitions.assets.graph.asset_graph_subset import (
-        AssetGraphSubset,
-    )
-    from dagster._core.definitions.events import AssetKeyPartitionKey
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
+    AssetGraphSubset = private("AssetGraphSubset")
+    AssetKeyPartitionKey = private("AssetKeyPartitionKey")
+    PartitionBackfill = private("PartitionBackfill")
+    make_new_backfill_id = private("make_new_backfill_id")
 
     graph = context.create_request_context().asset_graph
     subset = AssetGraphSubset.from_asset_partition_set(
@@ -285,7 +280,7 @@ def stale_backfill(instance, context, found: list[tuple[str, str]], title: str) 
 
 def daemon_serves(instance) -> bool:
     """Whether a live dagster-daemon runs this instance's backfills (then the command only watches)."""
-    from dagster._daemon.controller import get_daemon_statuses
+    get_daemon_statuses = private("get_daemon_statuses")
 
     return bool(get_daemon_statuses(instance, ["BACKFILL"], ignore_errors=True)["BACKFILL"].healthy)
 
@@ -294,10 +289,8 @@ class Driver:
     """One tick of what the daemon would do for this instance: advance the backfills, launch queued runs."""
 
     def __init__(self, context, tick: float):
-        from dagster._core.run_coordinator import QueuedRunCoordinator
-        from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import (
-            QueuedRunCoordinatorDaemon,
-        )
+        QueuedRunCoordinator = private("QueuedRunCoordinator")
+        QueuedRunCoordinatorDaemon = private("QueuedRunCoordinatorDaemon")
 
         self.context, self.spell = context, RUNS_PER_TICK_S * tick
         self.log = logging.getLogger("veritas.backfill")
@@ -306,7 +299,7 @@ class Driver:
 
     def tick(self) -> int:
         """Returns how many runs this tick executed in this process (they are over by now)."""
-        from dagster._daemon.backfill import execute_backfill_iteration
+        execute_backfill_iteration = private("execute_backfill_iteration")
 
         launcher = self.context.instance.run_launcher
         before = getattr(launcher, "executed", 0)
@@ -355,7 +348,7 @@ class Bars:
 
 def materialized_per_stage(backfill, context) -> dict[str, int]:
     """Quarters materialized so far per stage, from the backfill's asset status."""
-    from dagster._core.execution.asset_backfill import AssetBackfillStatus
+    AssetBackfillStatus = private("AssetBackfillStatus")
 
     out = {}
     for status in backfill.get_backfill_status_per_asset_key(context.create_request_context()):
@@ -367,7 +360,7 @@ def materialized_per_stage(backfill, context) -> dict[str, int]:
 
 def cancel(instance, backfill_id: str) -> None:
     """Ask for the backfill's cancellation, as the UI's Cancel button does: its runs are terminated."""
-    from dagster._core.execution.backfill import BulkActionStatus
+    BulkActionStatus = private("BulkActionStatus")
 
     backfill = instance.get_backfill(backfill_id)
     if backfill is not None and backfill.status.value not in TERMINAL:
@@ -468,8 +461,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
     here = launches_here(stages, launch) and not daemon_serves(instance)
     stop = Stop(instance, "")
     if here:  # this command's instance only: the UI's and the daemon's keep their own launcher
-        instance._run_launcher = here_launcher(stop)
-        instance._run_launcher.register_instance(instance)
+        replace_run_launcher(instance, here_launcher(stop))
         uncaptured(instance)
     with wal_kept(Path(os.environ["DAGSTER_HOME"])), workspace(instance, here) as context:
         error = context.create_request_context().get_code_location_error("veritas")

@@ -5,14 +5,17 @@ import json
 import os
 from pathlib import Path
 
+from dagster_project.core.dagster_private import PRIVATE
+
 # runs wait in the instance's queue; as many run at once as there are cores (each run is a process of its own); a
 # code server on a busy machine may take minutes to import the definitions
 SETTINGS = (f"telemetry:\n  enabled: false\nrun_queue:\n  max_concurrent_runs: {os.cpu_count() or 2}\n"
             "code_servers:\n  local_startup_timeout: 900\n")
 # all events in one SQLite file in WAL mode: Dagster's default opens, creates and syncs a database file per run,
 # which cost about 2 s a run (more than a quarter's ingestion) in a 42-quarter backfill
-EVENT_LOG = ("event_log_storage:\n  module: dagster._core.storage.event_log\n"
-             "  class: ConsolidatedSqliteEventLogStorage\n  config:\n    base_dir: {base_dir}\n")
+EVENT_LOG_MODULE, EVENT_LOG_CLASS = PRIVATE["ConsolidatedSqliteEventLogStorage"]
+EVENT_LOG = (f"event_log_storage:\n  module: {EVENT_LOG_MODULE}\n  class: {EVENT_LOG_CLASS}\n"
+             "  config:\n    base_dir: {base_dir}\n")
 
 
 def apply_pools(instance, config: dict) -> dict[str, int]:

@@ -11,6 +11,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+from dagster_project.core.dagster_private import private
 from dagster_project.core.instance import instance_home, project_instance
 from dagster_project.core.quarters import to_key
 
@@ -120,9 +121,7 @@ class InstanceHistory:
 
     def check_evaluations(self, asset: str, check: str) -> list[dict]:
         import dagster as dg
-        from dagster._core.storage.asset_check_execution_record import (
-            AssetCheckExecutionRecordStatus as Status,
-        )
+        Status = private("AssetCheckExecutionRecordStatus")
 
         key = dg.AssetCheckKey(dg.AssetKey(asset), check)
         history = self.instance.event_log_storage.get_asset_check_execution_history(
