@@ -29,7 +29,7 @@ from assets.ingestion.sources import claimreview_to_row, claimreviews_from_page 
 from assets.scraping.appearances import candidate_links  # noqa: E402
 from assets.scraping.articles import build_article  # noqa: E402
 from assets.scraping.links import canonical  # noqa: E402
-from dagster_project.config import PipelineResource  # noqa: E402
+from dagster_project.stage_settings import ScrapingSettings  # noqa: E402
 from schemas.records import Article, TrustedReview  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "factcheck_pages"
@@ -89,7 +89,7 @@ def stage1_review(html: str, url: str, publisher_id: str) -> tuple[TrustedReview
 def run_page(name: str, entry: dict, corpus: Path = CORPUS) -> tuple[PageResult, Article | None]:
     html = page_html(entry, corpus)
     review, review_reason = stage1_review(html, entry["url"], entry["publisher_id"])
-    article, reason = build_article(review, entry["url"], html, PipelineResource())
+    article, reason = build_article(review, entry["url"], html, ScrapingSettings())
     result = PageResult(name, entry["publisher"], entry["language"], review_reason, reason,
                         labels=list(entry["appearances"]))
     if article is not None:

@@ -32,8 +32,8 @@ from warcio.warcwriter import WARCWriter
 
 from assets.rules.ids import stable_id
 from assets.scraping.articles import scrape
-from dagster_project.config import PipelineResource
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import ErrorBudgetSettings, ScrapingSettings
 from schemas.records import TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply
 
@@ -88,7 +88,7 @@ def bench_stage3(n_pages: int, folder: str, rounds: int = 3) -> None:
             writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body),
                                                           length=len(body), http_headers=headers))
     reviews = [_review(u) for u in urls]
-    pipeline = PipelineResource()
+    scraping, error_budget = ScrapingSettings(), ErrorBudgetSettings()
     starts = []
     for _ in range(2):  # the first start reads the whole WARC and leaves its index beside it; the second reads that
         start = time.perf_counter()
@@ -104,7 +104,7 @@ def bench_stage3(n_pages: int, folder: str, rounds: int = 3) -> None:
             web = WebResource(mode="replay", warc_paths=[warc])
             cpu_before = _cpu_s()
             start = time.perf_counter()
-            articles, stats = scrape(reviews, web, pipeline, workers=workers)
+            articles, stats = scrape(reviews, web, scraping, error_budget, workers=workers)
             elapsed = time.perf_counter() - start
             cpu = _cpu_s() - cpu_before
             timings[workers] = min(timings.get(workers, elapsed), elapsed)

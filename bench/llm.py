@@ -34,9 +34,9 @@ import pydantic
 
 from assets.ensemble.rounds import prefetch
 from assets.ensemble.scoring import score_claim
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.simulation.openai_stub import OpenAIStub
+from dagster_project.stage_settings import ClaimRules, ScoreSettings
 from schemas.records import NormalizedClaim
 
 ANSWER = json.dumps({"category": "positive", "certainty": "rather certain", "justification": "bench", "tags": []})
@@ -70,9 +70,9 @@ def claims(n: int) -> list[NormalizedClaim]:
 
 def run_batch(llm: LLMResource, batch: list[NormalizedClaim]) -> tuple[float, int]:
     """The batch as stage 6 runs it: ``parallel_claims`` claims at a time, then one pass in order."""
-    pipeline = PipelineResource()
+    scoring, claim_rules = ScoreSettings(), ClaimRules()
     start = time.perf_counter()
-    work = prefetch(batch, lambda c: score_claim(c, "The article says so. " * 40, llm, pipeline, None),
+    work = prefetch(batch, lambda c: score_claim(c, "The article says so. " * 40, llm, scoring, claim_rules, None),
                     llm.parallel_claims)
     kept = sum(work(c)[0] is not None for c in batch)
     return time.perf_counter() - start, kept

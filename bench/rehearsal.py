@@ -166,14 +166,15 @@ def cost_at_real_prices(cache: Path, members: list[str]) -> tuple[float, str]:
 def quarter_plan(config: str, quarter: str) -> dict:
     """`veritas plan` for the quarter, from its tables after stage 4, as a maintainer would print it before stage 5."""
     from dagster_project.commands.plan import build_plan, format_plan
-    from dagster_project.config import PipelineResource, load_config
+    from dagster_project.config import load_config
     from dagster_project.resources.llm import LLMResource
     from dagster_project.resources.store import StoreResource
+    from dagster_project.stage_settings import stage_settings
 
     cfg = load_config(config)
     llm = LLMResource(**cfg["llm"])
     llm.set_quarter(quarter)
-    plan = build_plan(llm, PipelineResource(**cfg["stages"]), StoreResource(**cfg["store"]), quarter,
+    plan = build_plan(llm, stage_settings(cfg["stages"]), StoreResource(**cfg["store"]), quarter,
                       before_stage_5=True)
     print("\n".join("  " + line for line in format_plan(plan).splitlines()[:9]), flush=True)
     return plan

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from assets.rules.claim_text import LeakVocabulary, check_claim_text, verdict_leak
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ClaimRules
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -42,10 +42,10 @@ def claimreview(path: Path) -> list[dict]:
 
 
 def drops(claims: list[dict], leaks: LeakVocabulary | None) -> list[tuple[dict, str]]:
-    pipeline = PipelineResource()
+    claim_rules = ClaimRules()
     out = []
     for c in claims:
-        if check_claim_text(c["text"], [], c["language"], pipeline, leaks, c["rating"], c["title"],
+        if check_claim_text(c["text"], [], c["language"], claim_rules, leaks, c["rating"], c["title"],
                             c["text"]) == "verdict_leak":
             word = verdict_leak(c["text"], c["language"], leaks, c["rating"], c["title"], c["text"])
             out.append((c, word.casefold()))

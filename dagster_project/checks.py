@@ -7,7 +7,6 @@ import polars as pl
 
 from assets.release.validation import validate_release
 from assets.rules.bins import bin3
-from dagster_project.config import PipelineResource
 from dagster_project.core.dagster_private import private
 from dagster_project.core.instance_records import (
     latest_materialization,
@@ -15,6 +14,7 @@ from dagster_project.core.instance_records import (
 )
 from dagster_project.partitions import quarterly_partitions, to_label
 from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import ReleaseSettings
 
 # a batched run names its first and last quarter in these tags (Dagster has no public name for them)
 ASSET_PARTITION_RANGE_START_TAG = private("ASSET_PARTITION_RANGE_START_TAG")
@@ -110,15 +110,17 @@ def scored_claims_quality(context: dg.AssetCheckExecutionContext, store: StoreRe
                             "from the order of claims.json, the claim ids or the media ids, and its shortcut audit "
                             "found no position, id or selection shortcut.")
 def release_format(
-    context: dg.AssetCheckExecutionContext, store: StoreResource, pipeline: PipelineResource
+    context: dg.AssetCheckExecutionContext, store: StoreResource, release_rules: ReleaseSettings
 ) -> dg.AssetCheckResult:
     quarter = _quarter(context)
     folder = store.latest_release(quarter)
     if folder is None:
         return dg.AssetCheckResult(passed=False, metadata={"problem": f"no release for {quarter}"})
-    problems = validate_release(folder, pipeline.release_size, pipeline.media_share, pipeline.allow_short_release)
+    problems = validate_release(folder, release_rules.release_size, release_rules.media_share,
+                                release_rules.allow_short_release)
     return dg.AssetCheckResult(passed=not problems, metadata={
-        "path": str(folder), "release_size": pipeline.release_size, "media_share": pipeline.media_share,
+        "path": str(folder), "release_size": release_rules.release_size,
+        "media_share": release_rules.media_share,
         "problems": dg.MetadataValue.json(problems[:50])})
 
 

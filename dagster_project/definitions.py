@@ -1,5 +1,5 @@
 """The code location: the sources' parsed snapshot, ten quarter-partitioned assets, three side-effect resources
-and the stage parameters."""
+and each stage's settings."""
 
 import os
 import warnings
@@ -22,7 +22,7 @@ from assets.release.asset import release  # noqa: E402
 from assets.scraping.appearances import appearances  # noqa: E402
 from assets.scraping.articles import articles  # noqa: E402
 from dagster_project.checks import CHECKS  # noqa: E402
-from dagster_project.config import PipelineResource, load_config  # noqa: E402
+from dagster_project.config import load_config  # noqa: E402
 from dagster_project.executors import (  # noqa: E402
     ALL_STAGES_JOB,
     RETRY_DEFAULTS,
@@ -32,6 +32,7 @@ from dagster_project.resources.llm import LLMResource  # noqa: E402
 from dagster_project.resources.store import StoreResource  # noqa: E402
 from dagster_project.resources.web import WebResource  # noqa: E402
 from dagster_project.schedules import quarterly_schedule  # noqa: E402
+from dagster_project.stage_settings import stage_settings  # noqa: E402
 
 SNAPSHOT_ASSETS = [review_snapshot]  # not partitioned: the sources parsed once per version, read by every quarter
 PIPELINE_ASSETS = [
@@ -52,8 +53,9 @@ def with_snapshot(names: list[str]) -> list[str]:
 
 
 def build_resources(config: dict) -> dict:
+    """The side-effect resources, and each stage's settings under the key its asset names them by."""
     return {
-        "pipeline": PipelineResource(**config["stages"]),
+        **stage_settings(config["stages"]),
         "store": StoreResource(**config["store"]),
         "web": WebResource(**config["web"]),
         "llm": LLMResource(**config["llm"]),
@@ -66,7 +68,7 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets = dg.with_source_code_references(ALL_ASSETS + BOARD_ASSETS)
     resources = build_resources(config)
-    batch = resources["pipeline"].quarters_per_run
+    batch = resources["ingestion"].quarters_per_run
     per_run = dg.BackfillPolicy.multi_run(batch) if batch else dg.BackfillPolicy.single_run()
     assets = [a.with_attributes(backfill_policy=per_run) if a.key.path[-1] in BATCHED_STAGES else a for a in assets]
     # run-level retries (the daemon's, once `run_retries: {enabled: true}` is in dagster.yaml) on top of step retries

@@ -5,8 +5,8 @@ A page asks for a generated block with an HTML comment on a line of its own:
 - ``<!-- generated: cli -->``: every ``veritas`` command, from the argument parser that ``dagster_project.cli.main``
   builds (its subcommand modules under ``dagster_project/commands/`` included);
 - ``<!-- generated: config -->``: every configuration key with its type, default and meaning, from the
-  configuration models (``PipelineResource`` and ``SourceSpec`` in ``dagster_project/config.py``, the web, LLM and
-  store resources, the ensemble member) and the loader in ``dagster_project/core/config_file.py``. A field's meaning is
+  configuration models (each stage's settings and ``SourceSpec`` in ``dagster_project/stage_settings.py``, the web,
+  LLM and store resources, the ensemble member) and the loader in ``dagster_project/core/config_file.py``. A field's meaning is
   its comment in the source (the comment lines right above it and the comment at its end); a one-line comment of
   at most 50 characters without a colon above a field is a section heading. A field without a comment falls back
   to ``MEANINGS`` below; a field with neither is a warning, and ``mkdocs build --strict`` fails on it.
@@ -56,34 +56,34 @@ MEANINGS = {
     ("SourceSpec", "base_url"): "the `claims:search` endpoint (factcheck_api_live)",
     ("SourceSpec", "page_size"): "results per page, followed with `pageToken` (factcheck_api_live)",
     ("SourceSpec", "max_pages"): "pages fetched at most per query (factcheck_api_live)",
-    ("PipelineResource", "sources"): "set from the top-level `sources:` list, not under `stages:`",
-    ("PipelineResource", "publisher_registry"): "the fact-checker registry CSV that `trusted_reviews` matches against",
-    ("PipelineResource", "min_raw_chars"): "a fetched page shorter than this (characters of HTML) yields no article",
-    ("PipelineResource", "min_article_chars"): "an extracted article shorter than this is dropped (`article_too_short`)",
-    ("PipelineResource", "max_article_chars"): "an extracted article longer than this is dropped (`article_too_long`)",
-    ("PipelineResource", "max_appearances"): "original posts (or their archives) fetched at most per claim",
-    ("PipelineResource", "require_appearance"): "drop a claim none of whose appearances could be fetched",
-    ("PipelineResource", "max_candidate_media"): "media collected at most per claim before the model filter",
-    ("PipelineResource", "max_media"): "media kept at most per claim (videos first)",
-    ("PipelineResource", "max_words"): "words at most in a normalized claim",
-    ("PipelineResource", "max_sentences"): "sentences at most in a normalized claim",
-    ("PipelineResource", "near_duplicate_distance"): "perceptual-hash Hamming distance (bits) under which two media "
+    ("IngestionSettings", "sources"): "set from the top-level `sources:` list, not under `stages:`",
+    ("IngestionSettings", "publisher_registry"): "the fact-checker registry CSV that `trusted_reviews` matches against",
+    ("ScrapingSettings", "min_raw_chars"): "a fetched page shorter than this (characters of HTML) yields no article",
+    ("ScrapingSettings", "min_article_chars"): "an extracted article shorter than this is dropped (`article_too_short`)",
+    ("ScrapingSettings", "max_article_chars"): "an extracted article longer than this is dropped (`article_too_long`)",
+    ("ScrapingSettings", "max_appearances"): "original posts (or their archives) fetched at most per claim",
+    ("ScrapingSettings", "require_appearance"): "drop a claim none of whose appearances could be fetched",
+    ("ScrapingSettings", "max_candidate_media"): "media collected at most per claim before the model filter",
+    ("NormalizeSettings", "max_media"): "media kept at most per claim (videos first)",
+    ("ClaimRules", "max_words"): "words at most in a normalized claim",
+    ("ClaimRules", "max_sentences"): "sentences at most in a normalized claim",
+    ("ClaimRules", "near_duplicate_distance"): "perceptual-hash Hamming distance (bits) under which two media "
                                                      "are near-duplicates",
-    ("PipelineResource", "min_ratings"): "valid ratings a required property needs, else `incomplete_ratings:<property>`",
-    ("PipelineResource", "max_rating_spread"): "largest spread of the decisive property's ratings, else "
+    ("ScoreSettings", "min_ratings"): "valid ratings a required property needs, else `incomplete_ratings:<property>`",
+    ("ScoreSettings", "max_rating_spread"): "largest spread of the decisive property's ratings, else "
                                                "`rater_disagreement`",
-    ("PipelineResource", "release_size"): "claims in a release when the pool allows it",
-    ("PipelineResource", "media_share"): "largest share of the release's claims that have media",
-    ("PipelineResource", "text_duplicate_similarity"): "rapidfuzz token-set ratio at or above which two claim texts "
+    ("ReleaseSettings", "release_size"): "claims in a release when the pool allows it",
+    ("ReleaseSettings", "media_share"): "largest share of the release's claims that have media",
+    ("ReleaseSettings", "text_duplicate_similarity"): "rapidfuzz token-set ratio at or above which two claim texts "
                                                        "are near-duplicates (in a release and across releases)",
-    ("PipelineResource", "verifier_mode"): "`closed_book` (no evidence) or `retrieval` (questions, tools, the "
+    ("VerifierSettings", "verifier_mode"): "`closed_book` (no evidence) or `retrieval` (questions, tools, the "
                                            "offline knowledge store)",
-    ("PipelineResource", "verifier_questions"): "verification questions the retrieval verifier asks per claim",
-    ("PipelineResource", "verifier_tools"): "tools the question generator may name",
-    ("PipelineResource", "verifier_search_k"): "search results per tool call",
-    ("PipelineResource", "contamination_threshold"): "evidence-recall score at or above which a claim is flagged as "
+    ("VerifierSettings", "verifier_questions"): "verification questions the retrieval verifier asks per claim",
+    ("VerifierSettings", "verifier_tools"): "tools the question generator may name",
+    ("VerifierSettings", "verifier_search_k"): "search results per tool call",
+    ("VerifierSettings", "contamination_threshold"): "evidence-recall score at or above which a claim is flagged as "
                                                      "reproduced from memory",
-    ("PipelineResource", "bootstrap_resamples"): "bootstrap resamples of the leaderboard's 95% intervals",
+    ("LeaderboardSettings", "bootstrap_resamples"): "bootstrap resamples of the leaderboard's 95% intervals",
     ("FallbackModel", "model"): "the fallback deployment's litellm model string",
     ("FallbackModel", "api_base"): "its endpoint (empty: the provider's default)",
     ("FallbackModel", "api_key_env"): "the NAME of the variable that holds its key",
@@ -120,7 +120,7 @@ MEANINGS = {
     ("StoreResource", "bucket"): "s3: the bucket",
     ("StoreResource", "region"): "s3: the region",
     ("StoreResource", "secret_key_env"): "the NAME of the variable that holds the secret key",
-    ("PipelineResource", "evidence_tokens_embedded"): "evidence tokens at most for the embedded demo model",
+    ("EvidenceSettings", "evidence_tokens_embedded"): "evidence tokens at most for the embedded demo model",
     ("StoreResource", "part_size"): "bytes per part of a multipart upload",
 }
 
@@ -132,7 +132,8 @@ TOP_LEVEL = {
     "web": "the [web resource](#web): live fetching or WARC replay",
     "llm": "the [ensemble and its limits](#llm), members as [member entries](#llm-members)",
     "store": "the [store](#store): a local folder (default) or an S3 bucket",
-    "stages": "the [stage parameters](#stages); defaults are the reference system's",
+    "stages": "the stages' settings, one flat section read by one model per stage or group of stages (the sections "
+              "[stages 1-2](#stages) to [the leaderboard](#stages-leaderboard) below); defaults are the reference system's",
     "executor": "where a run's steps execute: `{kind: in_process}` (default), `{kind: multiprocess, "
                 "max_concurrent: N}` or `{kind: celery, broker: redis://..., backend: ..., retries: ...}` "
                 "(`dagster_project/executors.py`; the backend defaults to the broker, the broker to "
@@ -144,7 +145,7 @@ TOP_LEVEL = {
 
 # (section anchor, heading, class path, how the section is written in the file)
 SECTIONS = [
-    ("sources", "sources: (each entry)", "dagster_project.config:SourceSpec", "sources:\n  - {kind: datafeed, path: ...}"),
+    ("sources", "sources: (each entry)", "dagster_project.stage_settings:SourceSpec", "sources:\n  - {kind: datafeed, path: ...}"),
     ("web", "web:", "dagster_project.resources.web:WebResource", "web: {mode: replay, ...}"),
     ("llm", "llm:", "dagster_project.resources.llm:LLMResource", "llm: {parallel_claims: 12, members: [...]}"),
     ("llm-members", "llm: members: (each member)", "dagster_project.resources.llm:EnsembleMember",
@@ -152,9 +153,34 @@ SECTIONS = [
     ("llm-fallbacks", "llm: members: fallbacks: (each fallback)", "dagster_project.resources.llm:FallbackModel",
      "fallbacks:\n  - {model: azure/gpt-5.2, api_base: https://example.openai.azure.com}"),
     ("store", "store:", "dagster_project.resources.store:StoreResource", "store: {kind: s3, bucket: veritas-data}"),
-    ("stages", "stages:", "dagster_project.config:PipelineResource", "stages: {release_size: 1000}"),
-    ("stages-platforms", "stages: platforms:", "dagster_project.config:PlatformSettings",
+    # stages: one flat section in the file, read by one settings model per stage or group (the resource key the
+    # assets name it by follows the heading)
+    ("stages", "stages: stages 1-2 (ingestion)", "dagster_project.stage_settings:IngestionSettings",
+     "stages: {quarters_per_run: 0}"),
+    ("stages-scraping", "stages: stages 3-4 (scraping)", "dagster_project.stage_settings:ScrapingSettings",
+     "stages: {max_appearances: 2}"),
+    ("stages-platforms", "stages: platforms:", "dagster_project.stage_settings:PlatformSettings",
      "stages:\n  platforms: {enabled: true, x_api_key_env: X_BEARER_TOKEN}"),
+    ("stages-normalizing", "stages: stage 5 (normalizing)", "dagster_project.stage_settings:NormalizeSettings",
+     "stages: {max_media: 4}"),
+    ("stages-claim-rules", "stages: stages 5-7 and the release (claim_rules)",
+     "dagster_project.stage_settings:ClaimRules", "stages: {max_words: 70, max_sentences: 2}"),
+    ("stages-evidence", "stages: stages 5-7 (evidence)", "dagster_project.stage_settings:EvidenceSettings",
+     "stages: {evidence_context_share: 0.5}"),
+    ("stages-scoring", "stages: stage 6 (scoring)", "dagster_project.stage_settings:ScoreSettings",
+     "stages: {min_ratings: 3}"),
+    ("stages-demand", "stages: stages 6-7 on demand (demand)", "dagster_project.stage_settings:DemandSettings",
+     "stages: {score: demand, rectify: demand}"),
+    ("stages-rectifying", "stages: stage 7 (rectifying)", "dagster_project.stage_settings:RectifySettings",
+     "stages: {refine_rounds: 2}"),
+    ("stages-release", "stages: the release (release_rules)", "dagster_project.stage_settings:ReleaseSettings",
+     "stages: {release_size: 1000}"),
+    ("stages-error-budget", "stages: every stage (error_budget)", "dagster_project.stage_settings:ErrorBudgetSettings",
+     "stages: {error_budget_share: 0.02}"),
+    ("stages-verifier", "stages: the jobs (verifier)", "dagster_project.stage_settings:VerifierSettings",
+     "stages: {verifier_mode: closed_book}"),
+    ("stages-leaderboard", "stages: the leaderboard (board)", "dagster_project.stage_settings:LeaderboardSettings",
+     "stages: {bootstrap_resamples: 2000}"),
 ]
 LOADER_SECTION = {"web": "web", "llm": "llm", "store": "store"}  # section -> the loader's dict of that name
 

@@ -99,13 +99,13 @@ def test_with_a_short_release_allowed_the_filter_leaves_out_what_it_tells_apart(
     25-quarter world of 100 reviews each, where short releases are allowed): the filter there may go below what the
     selection uses, and the release comes out smaller instead of blocked."""
     from assets.selection.release_selection import select_undetectable
-    from dagster_project.config import PipelineResource
+    from dagster_project.stage_settings import ClaimRules, ReleaseSettings
 
     claims = quarter(n_natural=60, n_false=200, template_share=0.5)  # half the rewrites templates, none to spare
 
     def released(allow_short: bool):
         chosen, report, adversarial = select_undetectable(
-            claims, PipelineResource(release_size=300, allow_short_release=allow_short), ORDER_KEY)
+            claims, ReleaseSettings(release_size=300, allow_short_release=allow_short), ClaimRules(), ORDER_KEY)
         ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
         audit = shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)
         return len(chosen), adversarial, audit["rectified_style"]
@@ -123,10 +123,11 @@ def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_pat
     from assets.release.card import rewrite_markdown
     from assets.release.provenance import rewrite_summary
     from assets.selection.release_selection import select_undetectable
-    from dagster_project.config import PipelineResource
+    from dagster_project.stage_settings import ClaimRules, ReleaseSettings
 
     claims = quarter(n_natural=100, n_false=400, template_share=1.0)
-    chosen, report, adversarial = select_undetectable(claims, PipelineResource(release_size=400), ORDER_KEY)
+    chosen, report, adversarial = select_undetectable(claims, ReleaseSettings(release_size=400), ClaimRules(),
+                                                      ORDER_KEY)
     assert report["feasible_size"] == 400 and adversarial["kept"] >= adversarial["needed"] > 0
     # what it kept filled 398 (near-duplicate rewrites go at the selection): the least detectable it left out came
     # back, as few as fill the release

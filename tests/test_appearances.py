@@ -24,7 +24,7 @@ from assets.scraping.articles import build_article
 from dagster_project.resources.media import MediaStore
 from assets.ingestion.cleaning import clean_row
 from assets.ingestion.sources import claimreview_to_row
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ErrorBudgetSettings, ScrapingSettings
 from dagster_project.resources.web import WebResource
 from schemas.records import Article, TrustedReview
 
@@ -172,7 +172,7 @@ def articles(web, reviews) -> dict[str, Article]:
     out = {}
     for url in (AFP_DE, AFP_KENYA, AFP_NOBEL, TEYIT, POLITIFACT_GATES, FULLFACT_HONJO, HEALTHFEEDBACK):
         page = web.fetch(url)
-        article, reason = build_article(reviews[url], page.final_url, page.text(), PipelineResource())
+        article, reason = build_article(reviews[url], page.final_url, page.text(), ScrapingSettings())
         assert reason == "", url
         out[url] = article
     return out
@@ -185,12 +185,12 @@ def store(tmp_path_factory) -> MediaStore:
 
 @pytest.fixture(scope="module")
 def recoverer(web, store) -> Recoverer:
-    return Recoverer(web, store, PipelineResource())
+    return Recoverer(web, store, ScrapingSettings())
 
 
 @pytest.fixture(scope="module")
 def claims(reviews, articles, recoverer):
-    return {url: recover_claim(reviews[url], article, recoverer, PipelineResource()) for url, article in articles.items()}
+    return {url: recover_claim(reviews[url], article, recoverer, ScrapingSettings()) for url, article in articles.items()}
 
 
 def _ok(claim):
@@ -306,7 +306,7 @@ def test_at_most_two_usable_appearances_per_claim(claims, reviews, web, store):
     article = Article(review_id=review.review_id, review_url=review.review_url, final_url=review.review_url,
                       raw_chars=0, text="", links=posts)
     fresh = WebResource(mode="replay", warc_paths=[str(SNAPSHOT / "pages.warc.gz")])
-    claim = recover_claim(review, article, Recoverer(fresh, store, PipelineResource()), PipelineResource())
+    claim = recover_claim(review, article, Recoverer(fresh, store, ScrapingSettings()), ScrapingSettings())
     assert [a.original_url for a in _ok(claim)] == [HONJO_TWEET, posts[0]]
     assert len(claim.appearances) == 2
     fetched = {entry["url"] for entry in fresh.fetch_log()}
@@ -319,7 +319,7 @@ def test_separately_linked_archive_replaces_a_dead_original(reviews, articles, s
     wayback = "https://web.archive.org/web/20200422093011/" + NOBEL_POST
     article = articles[AFP_NOBEL].model_copy(update={"links": [NOBEL_POST, wayback]})
     web = WebResource(mode="replay", warc_paths=[str(SNAPSHOT / "pages.warc.gz")])
-    claim = recover_claim(review, article, Recoverer(web, store, PipelineResource()), PipelineResource())
+    claim = recover_claim(review, article, Recoverer(web, store, ScrapingSettings()), ScrapingSettings())
     assert [(a.url, a.status, a.fetched_url) for a in claim.appearances] == [(wayback, "ok", wayback)]
 
 
@@ -337,7 +337,7 @@ def test_images_are_stored_as_real_jpegs(claims, store):
     assert afp[0].origin == "appearance"
     assert afp[1].source_url.endswith("/c6259af572280a0428adef2686490b9d-de.jpeg")
     assert afp[1].origin == "article"
-    assert len(afp) <= PipelineResource().max_candidate_media
+    assert len(afp) <= ScrapingSettings().max_candidate_media
 
 
 def test_page_media_reads_open_graph_first():
@@ -363,8 +363,8 @@ def test_replayed_claims_in_worker_processes_are_those_of_one_process(reviews, a
     for processes in (1, 2):
         web = WebResource(mode="replay", warc_paths=[str(SNAPSHOT / "pages.warc.gz")])
         store = MediaStore(str(tmp_path / f"media-{processes}"))
-        out, stats = stage.recover_all(list(reviews.values()), pages, Recoverer(web, store, PipelineResource()),
-                                       PipelineResource(), threads=2, processes=processes)
+        out, stats = stage.recover_all(list(reviews.values()), pages, Recoverer(web, store, ScrapingSettings()),
+                                       ScrapingSettings(), ErrorBudgetSettings(), threads=2, processes=processes)
         runs.append(([c.model_dump() for c in out], dict(stats.drops), stats.extra, len(web.fetch_log())))
     assert runs[0] == runs[1]
     claims, drops, extra, fetches = runs[1]
@@ -394,7 +394,8 @@ def test_a_claim_that_kills_its_worker_loses_only_itself(reviews, articles, tmp_
     runs = {}
     for processes, work in ((1, list(articles.values())), (2, pages)):
         web = WebResource(mode="replay", warc_paths=[str(SNAPSHOT / "pages.warc.gz")])
-        recoverer = Recoverer(web, MediaStore(str(tmp_path / f"media-{processes}")), PipelineResource())
-        out, stats = stage.recover_all(known, work, recoverer, PipelineResource(), threads=2, processes=processes)
+        recoverer = Recoverer(web, MediaStore(str(tmp_path / f"media-{processes}")), ScrapingSettings())
+        out, stats = stage.recover_all(known, work, recoverer, ScrapingSettings(), ErrorBudgetSettings(), threads=2,
+                                       processes=processes)
         runs[processes] = [c.model_dump() for c in out], dict(stats.drops)
     assert runs[2] == (runs[1][0], {"worker_died": 1}) and runs[1][1] == {}

@@ -11,8 +11,8 @@ from assets.scraping.appearances import archive_kind, is_post
 from assets.scraping.articles import build_article, collect_media, detect_wall, extract_article, scrape
 from assets.ingestion.cleaning import clean_row
 from assets.ingestion.sources import claimreview_to_row
-from dagster_project.config import PipelineResource
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import ErrorBudgetSettings, ScrapingSettings
 from schemas.records import TrustedReview
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def expected() -> dict:
 def afp_article(web, feed_reviews):
     result = web.fetch(AFP_URL)
     assert result.status == 200 and result.content_type == "text/html"
-    article, reason = build_article(feed_reviews[AFP_URL], result.final_url, result.text(), PipelineResource())
+    article, reason = build_article(feed_reviews[AFP_URL], result.final_url, result.text(), ScrapingSettings())
     assert reason == ""
     return article
 
@@ -146,7 +146,7 @@ def test_afp_links_keep_the_post_and_the_archives(afp_article):
 
 def test_build_article_on_the_fixture_bytes_matches_the_warc(afp_article, feed_reviews):
     html = gzip.decompress((FIXTURES / "afp_B2LA2G3.html.gz").read_bytes()).decode("utf-8")
-    article, reason = build_article(feed_reviews[AFP_URL], AFP_URL, html, PipelineResource())
+    article, reason = build_article(feed_reviews[AFP_URL], AFP_URL, html, ScrapingSettings())
     assert reason == ""
     assert article.model_dump() == afp_article.model_dump()
 
@@ -157,7 +157,7 @@ def test_correctiv_page_is_extracted_and_not_a_wall(web):
     assert fields["language"] == "de"
     assert 1000 <= len(fields["text"]) <= 40000
     assert detect_wall(html, len(fields["text"])) == ""
-    article, reason = build_article(_review(CORRECTIV_URL), CORRECTIV_URL, html, PipelineResource())
+    article, reason = build_article(_review(CORRECTIV_URL), CORRECTIV_URL, html, ScrapingSettings())
     assert reason == ""
     assert article.title == fields["title"] and article.title
     assert article.text == fields["text"]
@@ -182,7 +182,7 @@ def test_detect_wall_rules(web):
 
 def test_scrape_records_bot_wall_and_missing_page(web, feed_reviews):
     reviews = [feed_reviews[BOTWALL_URL], feed_reviews[MISSING_URL], feed_reviews[AFP_URL], _review(DEAD_POST)]
-    articles, stats = scrape(reviews, web, PipelineResource())
+    articles, stats = scrape(reviews, web, ScrapingSettings(), ErrorBudgetSettings())
     assert stats.rows_in == 4
     # 403 challenge page -> its wall reason, not just the HTTP status; a plain 404 stays a fetch failure
     assert dict(stats.drops) == {"bot_wall": 1, "fetch_failed:not_archived": 1, "fetch_failed:404": 1}
@@ -191,7 +191,7 @@ def test_scrape_records_bot_wall_and_missing_page(web, feed_reviews):
 
 def test_scrape_whole_demo_feed(web, feed_reviews):
     reviews = list(feed_reviews.values())
-    articles, stats = scrape(reviews, web, PipelineResource())
+    articles, stats = scrape(reviews, web, ScrapingSettings(), ErrorBudgetSettings())
     assert len(reviews) == 18  # 21 items less the late-claim-date one, the one without url and the duplicate
     assert dict(stats.drops) == {"bot_wall": 1, "fetch_failed:not_archived": 1}
     assert len(articles) == 16
@@ -207,13 +207,13 @@ def test_length_rules_follow_the_pipeline_thresholds(afp_article, feed_reviews):
     review, n = feed_reviews[AFP_URL], len(afp_article.text)
     assert 5000 < n < 7000
     cases = [
-        (PipelineResource(min_raw_chars=len(html) + 1), "raw_page_too_short"),
-        (PipelineResource(min_article_chars=len(html)), "article_too_short"),  # longer than any extraction
-        (PipelineResource(max_article_chars=n - 1), "article_too_long"),
+        (ScrapingSettings(min_raw_chars=len(html) + 1), "raw_page_too_short"),
+        (ScrapingSettings(min_article_chars=len(html)), "article_too_short"),  # longer than any extraction
+        (ScrapingSettings(max_article_chars=n - 1), "article_too_long"),
     ]
-    for pipeline, reason in cases:
-        assert build_article(review, AFP_URL, html, pipeline) == (None, reason)
-    small = PipelineResource(min_raw_chars=10, min_article_chars=10, max_article_chars=n)
+    for scraping, reason in cases:
+        assert build_article(review, AFP_URL, html, scraping) == (None, reason)
+    small = ScrapingSettings(min_raw_chars=10, min_article_chars=10, max_article_chars=n)
     article, reason = build_article(review, AFP_URL, html, small)
     assert reason == "" and len(article.text) == n
     # a short page that is a wall says so even below the raw-size limit

@@ -4,7 +4,8 @@ and only the demo's own configuration (the bundled snapshot) may publish without
 import subprocess
 
 from assets.release.provenance import code_version
-from dagster_project.config import PROJECT_ROOT, PipelineResource, SourceSpec
+from dagster_project.config import PROJECT_ROOT
+from dagster_project.stage_settings import IngestionSettings, SourceSpec
 
 
 def git(folder, *args):
@@ -28,8 +29,8 @@ def test_a_dirty_checkout_is_recorded_as_head_with_a_dirty_mark(tmp_path, monkey
 def test_only_the_bundled_snapshots_config_is_a_demo(tmp_path):
     snapshot = SourceSpec(kind="datafeed", path=str(PROJECT_ROOT / "demo" / "snapshot" / "feed.json"))
     own = SourceSpec(kind="datafeed", path=str(tmp_path / "feed.json"))
-    assert PipelineResource(demo=True, sources=[snapshot]).demo_release()
-    assert not PipelineResource(demo=True, sources=[own]).demo_release()  # demo: true in another config
-    assert not PipelineResource(demo=True, sources=[snapshot, own]).demo_release()
-    assert not PipelineResource(demo=True).demo_release()
-    assert not PipelineResource(demo=False, sources=[snapshot]).demo_release()
+    assert IngestionSettings(demo=True, sources=[snapshot]).demo_release()
+    assert not IngestionSettings(demo=True, sources=[own]).demo_release()  # demo: true in another config
+    assert not IngestionSettings(demo=True, sources=[snapshot, own]).demo_release()
+    assert not IngestionSettings(demo=True).demo_release()
+    assert not IngestionSettings(demo=False, sources=[snapshot]).demo_release()

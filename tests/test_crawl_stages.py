@@ -27,11 +27,11 @@ from assets.scraping.appearances import (
     recover_claim,
 )
 from assets.scraping.articles import fetch_article, scrape
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.media import MediaStore
 from dagster_project.resources.web import FetchResult, WebResource
 from dagster_project.simulation.openai_stub import OpenAIStub
+from dagster_project.stage_settings import ErrorBudgetSettings, ScrapingSettings
 from schemas.records import Article, TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply, Request
 
@@ -106,8 +106,8 @@ def served(tmp_path_factory):
                           per_host_delay_s=0.0, max_retries=0)
         review = _review(f"http://{AFP_HOST}:{port}{AFP_PATH}")
         try:
-            article, reason = fetch_article(review, web, PipelineResource())
-            recoverer = Recoverer(web, MediaStore(str(tmp_path_factory.mktemp("media"))), PipelineResource())
+            article, reason = fetch_article(review, web, ScrapingSettings())
+            recoverer = Recoverer(web, MediaStore(str(tmp_path_factory.mktemp("media"))), ScrapingSettings())
             resolved = {
                 "archive": recoverer.resolve(f"http://archive.ph:{port}/AbCd1"),
                 "short": recoverer.resolve(f"http://bit.ly:{port}/3xYz"),
@@ -197,7 +197,8 @@ def test_stage3_from_warc_replay_opens_zero_sockets(served, monkeypatch, workers
     other = _review(f"http://{AFP_HOST}:{served['port']}/never-fetched")
     replay = WebResource(mode="replay", warc_paths=[str(served["archive"])])
     guard = _NoSockets(monkeypatch)
-    articles, stats = scrape([review, other], replay, PipelineResource(), workers=workers, replay_chunk=1)
+    articles, stats = scrape([review, other], replay, ScrapingSettings(), ErrorBudgetSettings(), workers=workers,
+                             replay_chunk=1)
     monkeypatch.undo()
     assert guard.attempts == []
     assert dict(stats.drops) == {"fetch_failed:not_archived": 1}
@@ -217,19 +218,19 @@ def test_a_chosen_url_not_in_the_article_is_never_accepted(served, tmp_path):
     assert rejected == [invented, "not a url", "https://x.com", "https://example.org/report"]
 
     calls = []
-    recoverer = Recoverer(_NoNetwork(calls), MediaStore(str(tmp_path)), PipelineResource())
+    recoverer = Recoverer(_NoNetwork(calls), MediaStore(str(tmp_path)), ScrapingSettings())
     small = Article(**{**article.model_dump(), "images": [], "video_urls": []})
     refused: list[str] = []
-    claim = recover_claim(review, small, recoverer, PipelineResource(), chooser=lambda r, a, c: [invented], rejected=refused)
+    claim = recover_claim(review, small, recoverer, ScrapingSettings(), chooser=lambda r, a, c: [invented], rejected=refused)
     assert refused == [invented] and invented not in calls
     assert all(a.url != invented for a in claim.appearances)
     assert _pages(calls)[0] == AFP_POST and candidate_links(review, small)[0] == AFP_POST
-    assert calls[0].startswith(PipelineResource().platforms.x_syndication_url)  # X's public endpoints come first
+    assert calls[0].startswith(ScrapingSettings().platforms.x_syndication_url)  # X's public endpoints come first
 
 
 def _pages(calls: list[str]) -> list[str]:
     """The post pages among the fetches: without the ways in of stage 4 (public endpoints, archives) tried around them."""
-    settings = PipelineResource().platforms
+    settings = ScrapingSettings().platforms
     endpoints = tuple(getattr(settings, name) for name in (
         "x_syndication_url", "x_oembed_url", "x_api_url", "tiktok_oembed_url", "youtube_oembed_url",
         "bluesky_appview_url", "wayback_available_url", "wayback_cdx_url", "wayback_web_url", "archive_today_url"))
@@ -268,14 +269,14 @@ def test_a_model_chooser_through_litellm_is_held_to_the_articles_urls(served, tm
     llm = LLMResource(members=[EnsembleMember(name="picker", model="openai/scripted", api_base=stub.base("pick"),
                                               api_key_env="CHOOSER_STUB_KEY")],
                       cache_path=str(tmp_path / "llm.sqlite"))
-    pipeline = PipelineResource(appearance_chooser="picker")
+    scraping = ScrapingSettings(appearance_chooser="picker")
     runs = []
     try:
         for _ in range(2):
             calls: list[str] = []
-            recoverer = Recoverer(_NoNetwork(calls), MediaStore(str(tmp_path / "media")), pipeline)
-            claims, stats = recover_all([review], [small], recoverer, pipeline, threads=1,
-                                        chooser=model_chooser(llm, "picker", pipeline.max_appearances + 1))
+            recoverer = Recoverer(_NoNetwork(calls), MediaStore(str(tmp_path / "media")), scraping)
+            claims, stats = recover_all([review], [small], recoverer, scraping, ErrorBudgetSettings(), threads=1,
+                                        chooser=model_chooser(llm, "picker", scraping.max_appearances + 1))
             runs.append((calls, stats))
     finally:
         stub.close()
@@ -307,7 +308,7 @@ def test_paywall_markup_and_non_html_answers_are_recorded_with_a_reason(tmp_path
                           per_host_delay_s=0.0, max_retries=0)
         reviews = [_review(f"http://news.test:{srv.port}/paid"), _review(f"http://news.test:{srv.port}/report.pdf")]
         try:
-            articles, stats = scrape(reviews, web, PipelineResource(), workers=1)
+            articles, stats = scrape(reviews, web, ScrapingSettings(), ErrorBudgetSettings(), workers=1)
         finally:
             web.close()
     assert articles == [] and dict(stats.drops) == {"paywall": 1, "not_html": 1}
@@ -361,12 +362,13 @@ def test_a_page_that_kills_its_worker_loses_only_itself(tmp_path, monkeypatch):
                    for name in ("a", "b", "killer", "c", "d", "e", "f", "g", "h", "i")]
         web = WebResource(mode="live", archive_dir=str(archive), allow_private_hosts=[AFP_HOST], per_host_delay_s=0.0)
         try:
-            live, live_stats = scrape(reviews, web, PipelineResource(), workers=2, batch=4)
+            live, live_stats = scrape(reviews, web, ScrapingSettings(), ErrorBudgetSettings(), workers=2, batch=4)
         finally:
             web.close()
         assert sorted(r.path for r in srv.requests) == sorted(f"/{n}" for n in "abcdefghi") + ["/killer"]  # each once
     replay = WebResource(mode="replay", warc_paths=[str(archive)])
-    replayed, replay_stats = scrape(reviews, replay, PipelineResource(), workers=2, replay_chunk=3)
+    replayed, replay_stats = scrape(reviews, replay, ScrapingSettings(), ErrorBudgetSettings(), workers=2,
+                                    replay_chunk=3)
     for articles, stats in ((live, live_stats), (replayed, replay_stats)):
         assert dict(stats.drops) == {"worker_died": 1}
         assert [a.review_url.rsplit("/", 1)[1] for a in articles] == list("abcdefghi")
@@ -391,7 +393,7 @@ def test_a_stage3_rerun_fetches_only_the_pages_that_failed(tmp_path):
                               per_host_delay_s=0.0)
             before = len(srv.requests)
             try:
-                articles, stats = scrape(reviews, web, PipelineResource(), workers=1)
+                articles, stats = scrape(reviews, web, ScrapingSettings(), ErrorBudgetSettings(), workers=1)
             finally:
                 web.close()
             runs.append((len(articles), dict(stats.drops), sorted(r.path for r in srv.requests[before:])))

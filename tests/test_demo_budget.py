@@ -7,8 +7,8 @@ import pytest
 
 from assets.claims.normalized_claims import normalize_all
 from dagster_project.resources.media import MediaStore
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
+from dagster_project.stage_settings import ClaimRules, ErrorBudgetSettings, NormalizeSettings
 from schemas.answers import MediaRatingAnswer
 from dagster_project.simulation.openai_stub import OpenAIStub
 from tests.test_ensemble_e2e import article, correct_answer, review
@@ -56,7 +56,8 @@ def test_max_claims_drops_the_rest_before_any_model_call(stub, tmp_path, monkeyp
               review("r3", "Vaccines contain microchips")]
     articles = {c.review_id: article(c.review_id, f"The fact-checkers looked at {c.claim_text}. " * 20) for c in claims}
     llm = LLMResource(members=[member(stub, "alpha")], cache_path=str(tmp_path / "cache.sqlite"))
-    out, stats = normalize_all(claims, articles, llm, PipelineResource(max_claims=2), MediaStore(tmp_path / "media"))
+    out, stats = normalize_all(claims, articles, llm, NormalizeSettings(max_claims=2), ClaimRules(), ErrorBudgetSettings(),
+                               MediaStore(tmp_path / "media"))
     assert [c.review_id for c in out] == ["r1", "r2"]
     assert stats.drops == {"over_max_claims": 1}
     asked = [m["content"] for _, body in stub.requests for m in body["messages"]]

@@ -198,6 +198,6 @@ def test_the_checks_see_real_references():
     assert "assets/stage/tables.py" in named_paths(architecture) or "dagster_project/definitions.py" in named_paths(
         architecture)
     assert not path_exists("assets/no_such_module.py") and not module_reference_exists("assets.release.release")
-    assert module_reference_exists("dagster_project.config.PipelineResource") or module_reference_exists(
-        "dagster_project.config")
-    assert "make" and {"test", "demo", "dev", "docs"} <= make_targets()
+    assert module_reference_exists("dagster_project.stage_settings.ClaimRules")
+    assert not module_reference_exists("dagster_project.config.NoSuchName")
+    assert {"test", "demo", "dev", "docs", "check-defs"} <= make_targets()

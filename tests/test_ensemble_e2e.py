@@ -18,11 +18,11 @@ from assets.claims.rectified_claims import rectified_claims
 from assets.claims.scored_claims import scored_claims
 from assets.release.asset import release
 from assets.release.validation import validate_release
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, FallbackModel, LLMResource
 from dagster_project.resources.media import MediaStore
 from dagster_project.resources.store import StoreResource
 from dagster_project.simulation.openai_stub import OpenAIStub
+from dagster_project.stage_settings import stage_settings
 from schemas.frames import to_frame
 from schemas.records import Article, ClaimAppearances, Medium, ScoredClaim
 from tests.ops_support import fast_router_backoff
@@ -168,7 +168,8 @@ def quarter_run(stub, fast_backoff, tmp_path_factory):
     store.write_table("appearances", QUARTER, to_frame(claims, ClaimAppearances))
     store.write_table("articles", QUARTER, to_frame(articles, Article))
     resources = {
-        "pipeline": PipelineResource(allow_short_release=True, rectify="all"),  # four claims: far short of release_size
+        # each stage's settings, as a config's stages: section gives them; four claims: far short of release_size
+        **stage_settings({"allow_short_release": True, "rectify": "all"}),
         "store": store,
         # three claims at a time: the per-member limits, the cache and the ledger are shared across threads
         "llm": LLMResource(members=members(stub), cache_path=str(root / "llm_cache.sqlite"), num_retries=2,

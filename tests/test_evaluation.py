@@ -222,9 +222,9 @@ def test_evaluation_asset_reads_the_recurring_marks(tmp_path):
     import dagster as dg
 
     from assets.evaluation.evaluation import evaluation
-    from dagster_project.config import PipelineResource
     from dagster_project.resources.llm import EnsembleMember, LLMResource
     from dagster_project.resources.store import StoreResource
+    from dagster_project.stage_settings import VerifierSettings
     from schemas.frames import to_frame
 
     store = StoreResource(root=str(tmp_path / "data"))
@@ -238,7 +238,7 @@ def test_evaluation_asset_reads_the_recurring_marks(tmp_path):
         store.write_table("predictions", quarter, to_frame(p, Prediction))
     llm = LLMResource(members=[EnsembleMember(name="m", model="openai/m", api_base="http://127.0.0.1:9/v1")],
                       cache_path=str(tmp_path / "cache.sqlite"))
-    resources = {"store": store, "pipeline": PipelineResource(knowledge_cutoff="2025Q4"), "llm": llm}
+    resources = {"store": store, "verifier": VerifierSettings(knowledge_cutoff="2025Q4"), "llm": llm}
     result = dg.materialize([evaluation], partition_key="2026-01", resources=resources)
     assert result.success
     after = json.loads((store.base / "reports/2026Q1/evaluation.json").read_text())["longitudinal"]["s"]["after"]

@@ -11,8 +11,8 @@ from assets.ensemble.evidence import (
     fit_evidence,
     member_evidence,
 )
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
+from dagster_project.stage_settings import EvidenceSettings
 from schemas.records import Article
 
 CLAIM = "A video shows 5G masts burning in Hong Kong in 2020."
@@ -55,11 +55,11 @@ def test_budgets_come_from_each_members_context_window():
     llm = LLMResource(members=members, cache_path="unused.sqlite")
     assert context_window(llm, "big") == 128000  # litellm's model info
     assert context_window(llm, "demo") == 4096  # the embedded server's n_ctx
-    pipeline = PipelineResource()
-    assert evidence_budgets(llm, pipeline) == {"big": 64000, "own": 4000, "demo": 750}
+    evidence = EvidenceSettings()
+    assert evidence_budgets(llm, evidence) == {"big": 64000, "own": 4000, "demo": 750}
     # a 40,000-character article fits the large member whole; the demo member reads its most relevant parts
     article = Article(review_id="r", review_url="https://x.org", final_url="https://x.org", raw_chars=1, text=long_article())
-    texts, cuts = member_evidence(article, CLAIM, evidence_budgets(llm, pipeline))
+    texts, cuts = member_evidence(article, CLAIM, evidence_budgets(llm, evidence))
     assert texts["big"] == texts["own"] == article.text
     assert [c.members for c in cuts] == [["demo"]] and cuts[0].budget_tokens == 750
     assert cuts[0].kept_chars == len(article.text) - sum(b - a for a, b in cuts[0].left_out) < len(article.text)

@@ -15,7 +15,7 @@ from assets.scraping.articles import build_article, collect_media
 from assets.scraping.links import (LATE, canonical, cited_as_evidence, cues, embedded_posts, in_chrome, link_context,
                                    position_in, text_url_sentence, urls_in_text)
 from bench.candidate_links import CORPUS, halves, load_corpus, page_html, run_page, scores
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ScrapingSettings
 from schemas.records import Article, TrustedReview
 
 # the only pages that yield no article, and why (both are short video write-ups: 688 and 835 characters)
@@ -57,7 +57,7 @@ def test_every_page_gives_an_article_or_a_true_reason(results):
     assert reasons == NO_ARTICLE
     for name in NO_ARTICLE:  # the reason is true of the page: even trafilatura's recall mode finds < 1,000 chars
         entry = load_corpus()[name]
-        assert len(trafilatura.extract(page_html(entry), favor_recall=True)) < PipelineResource().min_article_chars
+        assert len(trafilatura.extract(page_html(entry), favor_recall=True)) < ScrapingSettings().min_article_chars
 
 
 def test_recall_pass_keeps_pages_precision_mode_cuts_short(corpus):
@@ -65,7 +65,7 @@ def test_recall_pass_keeps_pages_precision_mode_cuts_short(corpus):
     characters of them; stage 3 called the first too short and the second a paywall."""
     for name in ("boom_en", "wapo"):
         entry = corpus[name]
-        article, reason = build_article(_review(entry["url"]), entry["url"], page_html(entry), PipelineResource())
+        article, reason = build_article(_review(entry["url"]), entry["url"], page_html(entry), ScrapingSettings())
         assert reason == "" and len(article.text) > 1500, name
 
 

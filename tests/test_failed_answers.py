@@ -14,9 +14,10 @@ from assets.rules.failed_answers import (
     failure_kind,
 )
 from assets.stage.record_errors import ErrorBudgetExceeded
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMAnswer
+from dagster_project.stage_settings import DemandSettings, ErrorBudgetSettings, ScoreSettings
 from schemas.records import Article, Medium, NormalizedClaim
+from tests.test_rating_flow import STAGE6, settings
 from tests.test_release import ORDER_KEY
 
 LEVEL = {1.0: ("positive", "certain"), -1.0: ("negative", "certain"), -2 / 3: ("negative", "rather certain")}
@@ -62,13 +63,18 @@ def claim(i: int, n_media: int = 0, rating: str = "False") -> NormalizedClaim:
                            claim_date=date(2020, 5, 1), review_url=f"https://x.org/{i}", media=media, rating_text=rating)
 
 
-def run(monkeypatch, claims, faults, pipeline):
+ALL = DemandSettings(score="all")  # stage 6 scores every claim
+
+
+def run(monkeypatch, claims, faults, **models):
+    """Stage 6 over ``claims`` with the panel's ``faults``, and these settings of score_all by resource key (the
+    others at their defaults)."""
     panel = Panel(faults)
     monkeypatch.setattr(scoring, "ask", panel.ask)
-    monkeypatch.setattr(stage6, "evidence_budgets", lambda llm, pipeline: {m: 1000 for m in panel.members})
+    monkeypatch.setattr(stage6, "evidence_budgets", lambda llm, evidence: {m: 1000 for m in panel.members})
     monkeypatch.setattr(stage6, "member_evidence", lambda article, text, budgets: ("evidence", []))
     articles = {c.review_id: Article.model_construct(review_id=c.review_id, text="An article.") for c in claims}
-    return stage6.score_all(claims, articles, panel, pipeline, None, key=ORDER_KEY)
+    return stage6.score_all(claims, articles, panel, **settings(STAGE6, **models), media_store=None, key=ORDER_KEY)
 
 
 @pytest.mark.parametrize("error, kind", [
@@ -82,20 +88,21 @@ def test_failure_kinds(error, kind):
 def test_a_refusing_member_leaves_the_claim_to_the_other_two(monkeypatch):
     # member c refuses every image (a provider refusing violent imagery): the other two rate it, and it stays
     faults = lambda text, member, prompt: "refusal" if member == "c" and prompt == "rate_media" else ""  # noqa: E731
-    out, stats = run(monkeypatch, [claim(1, n_media=1)], faults, PipelineResource(score="all"))
+    out, stats = run(monkeypatch, [claim(1, n_media=1)], faults, demand=ALL)
     assert len(out) == 1 and {v.n_ratings for v in out[0].media_verdicts} == {2} and out[0].veracity is None
     assert stats.extra["failed_answers/refusal/c/contextualization"] == 1
     assert stats.extra["failed_answers/claims_kept"] == 1
     # the rule is configurable: refusal_min_ratings = min_ratings drops every refused claim
-    out, stats = run(monkeypatch, [claim(1, n_media=1)], faults, PipelineResource(score="all", refusal_min_ratings=3))
+    out, stats = run(monkeypatch, [claim(1, n_media=1)], faults, demand=ALL,
+                     scoring=ScoreSettings(refusal_min_ratings=3))
     assert out == [] and stats.drops["incomplete_ratings:contextualization"] == 1
     with pytest.raises(ValueError, match="refusal_min_ratings"):
-        run(monkeypatch, [claim(1)], faults, PipelineResource(score="all", refusal_min_ratings=1))
+        run(monkeypatch, [claim(1)], faults, demand=ALL, scoring=ScoreSettings(refusal_min_ratings=1))
 
 
 def test_a_timeout_still_needs_every_rating_and_counts_per_member_and_property(monkeypatch):
     faults = lambda text, member, prompt: "timeout" if member == "b" and text == "Claim 2." else ""  # noqa: E731
-    out, stats = run(monkeypatch, [claim(i) for i in range(1, 4)], faults, PipelineResource(score="all"))
+    out, stats = run(monkeypatch, [claim(i) for i in range(1, 4)], faults, demand=ALL)
     assert len(out) == 2 and stats.drops["incomplete_ratings:veracity"] == 1
     assert stats.extra["failed_answers/timeout"] == 1 and stats.extra["failed_answers/timeout/b/veracity"] == 1
     assert stats.extra["failed_answers/claims_lost"] == 1
@@ -103,11 +110,11 @@ def test_a_timeout_still_needs_every_rating_and_counts_per_member_and_property(m
 
 def test_claims_lost_to_failed_answers_past_the_budget_stop_the_stage_naming_member_and_reason(monkeypatch):
     faults = lambda text, member, prompt: "invalid_output" if member == "a" else ""  # noqa: E731
-    pipeline = PipelineResource(score="all", error_budget_share=0.0, error_budget_min=2)
+    budget = ErrorBudgetSettings(error_budget_share=0.0, error_budget_min=2)
     with pytest.raises(ErrorBudgetExceeded, match=r"failed_answer:invalid_output:a x3.*member 'a' gave no valid"):
-        run(monkeypatch, [claim(i) for i in range(5)], faults, pipeline)
+        run(monkeypatch, [claim(i) for i in range(5)], faults, demand=ALL, error_budget=budget)
     # two lost claims are within the budget: dropped, counted and kept on record
-    out, stats = run(monkeypatch, [claim(i) for i in range(2)], faults, pipeline)
+    out, stats = run(monkeypatch, [claim(i) for i in range(2)], faults, demand=ALL, error_budget=budget)
     assert out == [] and stats.extra["failed_answers/invalid_output/a/veracity"] == 2
 
 
@@ -117,7 +124,7 @@ def test_the_budget_on_demand_counts_the_claims_attempted(monkeypatch):
     import assets.selection.demand as demand
 
     class FirstTen:
-        def __init__(self, claims, pipeline, key):
+        def __init__(self, claims, release_rules, claim_rules, demand, key):
             self.claims = claims
 
         def run(self, score_batch, log=None, stage=""):
@@ -125,9 +132,9 @@ def test_the_budget_on_demand_counts_the_claims_attempted(monkeypatch):
 
     monkeypatch.setattr(demand, "ScoringDemand", FirstTen)
     faults = lambda text, member, prompt: "timeout" if member == "c" and text in ("Claim 1.", "Claim 2.", "Claim 3.") else ""  # noqa: E731
-    pipeline = PipelineResource(score="demand", error_budget_share=0.1, error_budget_min=0)
     with pytest.raises(ErrorBudgetExceeded, match=r"2 of 10 records failed.*budget of 1"):
-        run(monkeypatch, [claim(i) for i in range(100)], faults, pipeline)
+        run(monkeypatch, [claim(i) for i in range(100)], faults, demand=DemandSettings(score="demand"),
+            error_budget=ErrorBudgetSettings(error_budget_share=0.1, error_budget_min=0))
 
 
 def test_refusal_losses_by_media_kind_and_category_reach_the_card(monkeypatch):
@@ -140,7 +147,7 @@ def test_refusal_losses_by_media_kind_and_category_reach_the_card(monkeypatch):
         return ""
 
     claims = [claim(i, n_media=1) for i in range(4)] + [claim(i, rating="True") for i in range(4, 6)]
-    out, stats = run(monkeypatch, claims, faults, PipelineResource(score="all"))
+    out, stats = run(monkeypatch, claims, faults, demand=ALL)
     assert len(out) == 4
     assert stats.extra["refusals/lost/image/compromised"] == 2
     assert stats.extra["refusals/lost_share/image/compromised"] == 0.5
@@ -161,7 +168,7 @@ def test_the_release_reads_the_quarters_failed_answers_from_stage_6s_metadata(mo
     from dagster_project.core.quarters import to_key
 
     faults = lambda text, member, prompt: "refusal" if member == "c" else ""  # noqa: E731
-    _, stats = run(monkeypatch, [claim(1)], faults, PipelineResource(score="all"))
+    _, stats = run(monkeypatch, [claim(1)], faults, demand=ALL)
     instance = dg.DagsterInstance.ephemeral()
     assert stage_failed_answers(instance, "2020Q2") == {}
     instance.report_runless_asset_event(dg.AssetMaterialization(

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from assets.ingestion import sources
 from assets.ingestion.merging import ingest
 from assets.ingestion.sources import feed_text, iter_datafeed, stream_datafeed
-from dagster_project.config import ConfigError, PipelineResource, load_config
+from dagster_project.config import ConfigError, load_config
+from dagster_project.stage_settings import OWNER, stage_settings
 from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
 
 BUDGET = settings(max_examples=60, deadline=None, derandomize=True, database=None,
@@ -159,7 +160,7 @@ def test_ingest_counts_every_record_once(elements):
 
 # ---- the config loader ----------------------------------------------------------------------------------------------
 
-KNOWN = {"stages": sorted(PipelineResource.model_fields), "web": ["mode", "warc_paths", "archive_dir"],
+KNOWN = {"stages": sorted(OWNER), "web": ["mode", "warc_paths", "archive_dir"],
          "llm": ["cache_path", "timeout_s", "parallel_claims"], "store": ["root", "kind"]}
 VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
                       | st.text(max_size=12), lambda inner: st.lists(inner, max_size=3)
@@ -200,16 +201,16 @@ def test_a_config_loads_or_raises_config_error_naming_the_file(tmp_path_factory,
     except ConfigError as err:
         assert str(err).startswith(f"{path}:") and "\n" not in str(err)
         return
-    assert PipelineResource(**config["stages"])  # what loads is what the run builds its resources from
+    assert stage_settings(config["stages"])  # what loads is what the run builds its resources from
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, database=None)
-@given(st.sampled_from(sorted(PipelineResource.model_fields)).filter(lambda k: len(k) > 6 and k != "sources"),
+@given(st.sampled_from(sorted(OWNER)).filter(lambda k: len(k) > 6 and k != "sources"),
        st.integers(0, 100))
 def test_a_typo_of_a_stage_key_is_named_with_the_key_meant(tmp_path_factory, key, where):
     i = where % len(key)
     typo = key[:i] + key[i + 1:]  # a letter dropped
-    if typo in PipelineResource.model_fields:
+    if typo in OWNER:
         return
     path = tmp_path_factory.mktemp("cfg") / "veritas.yaml"
     path.write_text(f"stages:\n  {typo}: 1\n", encoding="utf-8")

@@ -20,8 +20,9 @@ PACKAGES = ("assets", "dagster_project", "schemas", "prompts")
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("the data and the questions", ("schemas", "prompts")),
     ("core: config file, quarters, cost ledger, instance records, yields page", ("dagster_project.core",)),
-    ("runtime base: partitions, the resources and their config", (
-        "dagster_project.partitions", "dagster_project.config", "dagster_project.resources")),
+    ("runtime base: partitions, the resources and their config, each stage's settings", (
+        "dagster_project.partitions", "dagster_project.config", "dagster_project.resources",
+        "dagster_project.stage_settings")),
     ("the rules the stages share", ("assets.rules",)),
     ("what every stage shares: its wiring and tables, the ensemble", ("assets.stage", "assets.ensemble")),
     ("the release's selection and the demand plans of stages 6 and 7", ("assets.selection",)),

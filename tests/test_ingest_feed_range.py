@@ -18,7 +18,7 @@ from assets.ingestion.sources import (
     load_sources,
     stream_datafeed,
 )
-from dagster_project.config import SourceSpec
+from dagster_project.stage_settings import SourceSpec
 from dagster_project.resources.web import WebResource
 from tests.ingest_shapes import FIXTURES, gfc_feed_items, ifcn_feed_items
 from tests.loopback_web import ThreadedHTTP

@@ -188,7 +188,7 @@ def test_dates_outside_the_partitions_are_quarantined_where_a_command_sees_them(
 
 def test_a_bad_byte_in_a_claims_search_dump_takes_only_the_reviews_of_its_claim(tmp_path):
     from assets.ingestion.sources import load_sources
-    from dagster_project.config import SourceSpec
+    from dagster_project.stage_settings import SourceSpec
 
     raw = (FIXTURES / "gfc_claims_search_ar_excerpt.json").read_bytes()
     claims = json.loads(raw)

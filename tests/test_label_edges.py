@@ -12,9 +12,14 @@ from assets.ensemble.scoring import (
     score_claim,
     to_rating,
 )
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.simulation.openai_stub import serving
+from dagster_project.stage_settings import (
+    ClaimRules,
+    IngestionSettings,
+    ReleaseSettings,
+    ScoreSettings,
+)
 from schemas.answers import MediaRatingAnswer, PropertyAnswer
 from schemas.records import NormalizedClaim
 from tests.ops_support import rating, rating_reply
@@ -65,7 +70,7 @@ def test_coverage_is_not_asked_when_the_raters_mean_is_zero(tmp_path):
     with serving(reply) as stub:
         before = len(stub.requests)
         score_claim(claim("Hot steam cures the virus"), "evidence", members(stub, list(VERACITY_AT_ZERO), tmp_path),
-                    PipelineResource(max_rating_spread=2.0), None)
+                    ScoreSettings(max_rating_spread=2.0), ClaimRules(), None)
         assert asked(stub, before) == ["veracity"] * 3
 
 
@@ -92,7 +97,8 @@ def test_a_judgement_without_certainty_is_re_asked_not_scored_zero(tmp_path):
     with serving(reply) as stub:
         before = len(stub.requests)
         llm = members(stub, ["sloppy", "fine", "fine"], tmp_path)
-        scored, reason = score_claim(claim("Hot steam cures the virus"), "evidence", llm, PipelineResource(), None)
+        scored, reason = score_claim(claim("Hot steam cures the virus"), "evidence", llm, ScoreSettings(), ClaimRules(),
+                                     None)
         assert reason == ""
         assert [r.score for r in scored.ratings] == [-1.0, -1.0, -1.0]  # not 0 for the sloppy member's first answer
         assert scored.integrity.score == -1.0 and scored.integrity.label == "compromised"
@@ -232,7 +238,7 @@ def test_near_duplicates_of_real_claims(pair):
     from assets.rules.near_duplicates import SCORER, compared_text, near_duplicate
     from assets.selection.release_selection import remove_near_duplicates
 
-    similarity = PipelineResource().text_duplicate_similarity
+    similarity = ReleaseSettings().text_duplicate_similarity
     short, long = averitec(*pair)
     a, b = compared_text(short), compared_text(long)
     assert SCORER is fuzz.token_set_ratio and SCORER(a, b) >= similarity  # the scorer alone calls both kinds one
@@ -308,7 +314,8 @@ def release_run(tmp_path, vision: tuple[bool, ...]):
         for i, v in enumerate(vision)])
     instance = dg.DagsterInstance.ephemeral()
     result = dg.materialize([release], partition_key="2020-04", instance=instance, resources={
-        "store": store, "pipeline": PipelineResource(release_size=4, media_share=0.8), "llm": llm})
+        "store": store, "release_rules": ReleaseSettings(release_size=4, media_share=0.8), "claim_rules": ClaimRules(),
+        "ingestion": IngestionSettings(), "llm": llm})
     assert result.success
     folder = store.latest_release("2020Q2")
     warnings = [e.user_message for e in instance.all_logs(result.run_id) if e.level >= 30]

@@ -44,11 +44,17 @@ from assets.evaluation.leaderboard import (
 from assets.evaluation.leaderboard_page import render_page
 from assets.evaluation.predictions import predictions
 from dagster_project.cli import main
-from dagster_project.config import PROJECT_ROOT, PipelineResource, load_config
+from dagster_project.config import PROJECT_ROOT, load_config
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
 from dagster_project.simulation.openai_stub import serving
+from dagster_project.stage_settings import (
+    ErrorBudgetSettings,
+    LeaderboardSettings,
+    VerifierSettings,
+    stage_settings,
+)
 from schemas.frames import to_frame
 from schemas.records import Article
 from tests.conftest import write_demo_config
@@ -211,16 +217,17 @@ def board_env(tmp_path_factory):
         llm = LLMResource(members=members, cache_path=str(folder / "cache.sqlite"), num_retries=0)
         web = WebResource(warc_paths=[str(WARC)], archive_dir=str(folder / "warc"))
         configurations = [
-            PipelineResource(verifier_member="cb", verifier_mode="closed_book", contamination_check=True),
-            PipelineResource(verifier_member="rt", verifier_mode="retrieval", verifier_questions=2,
+            VerifierSettings(verifier_member="cb", verifier_mode="closed_book", contamination_check=True),
+            VerifierSettings(verifier_member="rt", verifier_mode="retrieval", verifier_questions=2,
                              knowledge_warc_paths=[str(WARC)]),
         ]
-        for pipeline in configurations:
+        for verifier in configurations:
             for key in ("2020-04", "2026-04"):
-                resources = {"pipeline": pipeline, "store": store, "llm": llm, "web": web}
+                resources = {"verifier": verifier, "error_budget": ErrorBudgetSettings(), "store": store, "llm": llm,
+                             "web": web}
                 assert dg.materialize([predictions, evaluation], partition_key=key, resources=resources).success
-        pipeline = PipelineResource(**load_config(config)["stages"])
-        result = dg.materialize([leaderboard], resources={"store": store, "pipeline": pipeline})
+        board = stage_settings(load_config(config)["stages"])["board"]
+        result = dg.materialize([leaderboard], resources={"store": store, "board": board})
         assert result.success
     yield {"config": config, "store": store, "folder": folder,
            "meta": result.asset_materializations_for_node("leaderboard")[0].metadata}
@@ -352,8 +359,8 @@ def test_cli_materializes_and_refuses_missing_files(board_env, tmp_path, capsys)
     # The asset stops on a registered prediction file that is missing, naming it.
     systems = tmp_path / "systems"
     write_system(systems, "ghost", kind="predictions", knowledge_cutoff="unknown", predictions={"2020Q2": "nowhere.json"})
-    pipeline = PipelineResource(systems_dir=str(systems))
-    result = dg.materialize([leaderboard], resources={"store": board_env["store"], "pipeline": pipeline},
+    settings = LeaderboardSettings(systems_dir=str(systems))
+    result = dg.materialize([leaderboard], resources={"store": board_env["store"], "board": settings},
                             raise_on_error=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
@@ -455,7 +462,7 @@ def test_skipping_claims_never_ranks_first(tmp_path):
 ])
 def test_one_bad_submission_is_reported_and_the_others_ranked(tmp_path, body, reason):
     store, systems = skipper_and_full(tmp_path, body)
-    result = dg.materialize([leaderboard], resources={"store": store, "pipeline": PipelineResource(systems_dir=str(systems))})
+    result = dg.materialize([leaderboard], resources={"store": store, "board": LeaderboardSettings(systems_dir=str(systems))})
     assert result.success
     meta = result.asset_materializations_for_node("leaderboard")[0].metadata
     board = json.loads((store.base / "reports/leaderboard/leaderboard.json").read_text())["board"]

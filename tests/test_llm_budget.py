@@ -4,12 +4,13 @@ goes on from the cache. The provider is a loopback stub (100 prompt + 20 complet
 import pytest
 
 from assets.claims.scored_claims import score_all
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import BudgetExceeded, EnsembleMember, LLMResource
 from dagster_project.simulation.openai_stub import OpenAIStub
+from dagster_project.stage_settings import ScoreSettings
 from schemas.records import Article, NormalizedClaim
 from tests.ops_support import rating, rating_reply
 from tests.test_llm import CALL, MESSAGES
+from tests.test_rating_flow import STAGE6, settings
 from tests.test_release import ORDER_KEY
 
 PRICE = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}
@@ -69,14 +70,14 @@ def _articles(n):
 
 
 def test_stage_6_stops_on_the_budget_then_resumes_from_the_cache(stub, tmp_path):
-    pipeline = PipelineResource(min_ratings=1)
+    stage6 = settings(STAGE6, scoring=ScoreSettings(min_ratings=1))
     llm = _llm(stub, tmp_path, budget=3 * PER_CALL - 1e-6)
     # each claim: veracity (positive) then context coverage: 2 calls; the budget allows 3, so claim 2 stops the stage
     with pytest.raises(BudgetExceeded, match="LLM budget reached"):
-        score_all(_claims(3), _articles(3), llm, pipeline, None, key=ORDER_KEY)
+        score_all(_claims(3), _articles(3), llm, **stage6, media_store=None, key=ORDER_KEY)
     assert stub.count("ok") == 3
     resumed = _llm(stub, tmp_path, budget=None)  # the budget raised (here: lifted) and the stage run again
-    out, stats = score_all(_claims(3), _articles(3), resumed, pipeline, None, key=ORDER_KEY)
+    out, stats = score_all(_claims(3), _articles(3), resumed, **stage6, media_store=None, key=ORDER_KEY)
     assert len(out) == 3 and dict(stats.drops) == {}
     summary = resumed.ledger_summary(stage="scored_claims")
     assert (summary["calls"], summary["cache_hits"], summary["model_calls"]) == (3 + 6, 3, 3 + 3)

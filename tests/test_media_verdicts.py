@@ -130,7 +130,7 @@ def test_the_model_is_asked_only_of_media_no_plain_rule_drops(store, tmp_path, m
     without a question; a near-duplicate shares its group's verdict (here: the post's copy is kept, the article's
     copy dropped as its duplicate), and select_media then agrees with the filter."""
     from assets.claims.normalized_claims import select_media
-    from dagster_project.config import PipelineResource
+    from dagster_project.stage_settings import ClaimRules, NormalizeSettings
 
     monkeypatch.setenv("STUB_KEY", "sk-test")
     post = as_medium(store.put_image(photo(seed=21)), origin="appearance")
@@ -150,7 +150,7 @@ def test_the_model_is_asked_only_of_media_no_plain_rule_drops(store, tmp_path, m
     # one question, about the post's image and the other article image
     assert [len(asked_media(body)) for _, body in stub.requests] == [2] and all("URL: " in a for a in asked)
     assert verdicts == {}
-    kept, dropped = select_media(claim, verdicts, PipelineResource())
+    kept, dropped = select_media(claim, verdicts, NormalizeSettings(), ClaimRules())
     assert [m.medium_id for m in kept] == [post.medium_id, other.medium_id]
     assert dict(d.split(":", 1) for d in dropped) == {"copy": "near_duplicate", logo.medium_id: "fact_checker_graphic",
                                                       "tiny": "too_small"}
@@ -192,7 +192,7 @@ def test_a_failed_question_about_a_medium_is_asked_again_then_drops_the_claim(st
     saying "this photo". The failed filter question goes to the next member; when every member fails, or the file
     cannot be read twice, the claim is dropped with its reason, never changed."""
     from assets.claims.normalized_claims import normalize_claim
-    from dagster_project.config import PipelineResource
+    from dagster_project.stage_settings import ClaimRules, NormalizeSettings
 
     monkeypatch.setenv("STUB_KEY", "sk-test")
     clean = as_medium(store.put_image(photo(seed=31)), origin="appearance", alt="the photo")
@@ -208,14 +208,14 @@ def test_a_failed_question_about_a_medium_is_asked_again_then_drops_the_claim(st
         # the first member's answer fails, the second's keeps the photo: checked, kept
         assert filter_media(claim, "en", panel(stub, ["broken", "keeps"]), store) == {}
         normalized, reason, dropped = normalize_claim(claim, None, panel(stub, ["broken", "broken"]),
-                                                      PipelineResource(), store)
+                                                      NormalizeSettings(), ClaimRules(), store)
     assert (normalized, reason) == (None, "media_check_failed:filter_failed")
     assert dropped == [f"{clean.medium_id}:filter_failed"]
     # an unreadable file (its path gone) is read twice, then the claim goes
     gone = clean.model_copy(update={"medium_id": "gone", "path": "images/gone.jpg"})
     with serving(filter_answers) as stub:
         normalized, reason, _ = normalize_claim(claim.model_copy(update={"media": [gone]}), None,
-                                                panel(stub, ["keeps"]), PipelineResource(), store)
+                                                panel(stub, ["keeps"]), NormalizeSettings(), ClaimRules(), store)
     assert normalized is None and reason == "media_check_failed:ocr_failed"
 
 

@@ -17,10 +17,22 @@ from assets.stage.record_errors import (
     map_records,
 )
 from assets.stage.tables import StageYield
-from dagster_project.config import PipelineResource
 from dagster_project.resources.media import MediaStore
-from schemas.records import Article, Medium, NormalizedClaim
-from tests.test_rating_flow import ARTICLE, EVERY, PHOTO, _key, claim, resource, stub  # noqa: F401 - the scripted panel, its key
+from dagster_project.stage_settings import DemandSettings, ErrorBudgetSettings, ScoreSettings
+from tests.test_rating_flow import (  # noqa: F401 - the scripted panel, its key
+    ARTICLE,
+    CLAIM_RULES,
+    EVERY,
+    PHOTO,
+    SCORING,
+    STAGE6,
+    STAGE7,
+    _key,
+    claim,
+    resource,
+    settings,
+    stub,
+)
 from tests.test_release import ORDER_KEY
 
 
@@ -95,7 +107,7 @@ def test_past_the_budget_the_stage_fails_naming_the_error_a_record_and_the_trace
     with pytest.raises(ErrorBudgetExceeded, match="21 of 1000 records failed"):
         map_records("s", _records(1000, bad | {7}), _parse, StageYield(1000))
     # the budget is configurable
-    strict = ErrorBudget.for_stage(PipelineResource(error_budget_share=0.0, error_budget_min=0), "s", 10)
+    strict = ErrorBudget.for_stage(ErrorBudgetSettings(error_budget_share=0.0, error_budget_min=0), "s", 10)
     with pytest.raises(ErrorBudgetExceeded, match="1 of 10 records failed"):
         map_records("s", _records(10, {4}), _parse, StageYield(10), budget=strict)
 
@@ -115,7 +127,7 @@ def test_an_error_reason_from_a_worker_process_keeps_its_cause_and_counts_agains
 def _compromised(stub, tmp_path, n: int):  # noqa: F811
     llm = resource(stub, tmp_path)
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm,
-                              PipelineResource(), None)
+                              SCORING, CLAIM_RULES, None)
     assert original.integrity.label == "compromised"
     return [original.model_copy(update={"claim_id": f"c{i}", "review_id": "r1"}) for i in range(n)]
 
@@ -125,24 +137,26 @@ def test_rectification_errors_are_logged_with_their_cause_and_counted_against_th
     vision = vision.model_copy(update={"members": [m.model_copy(update={"vision": True}) for m in vision.members]})
     empty_store = MediaStore(str(tmp_path / "media"))  # the claims' image is not in it: reading it raises
     log = Log()
-    out, stats = rectify_all(_compromised(stub, tmp_path, 3), {"r1": ARTICLE}, vision, EVERY, empty_store, log)
+    out, stats = rectify_all(_compromised(stub, tmp_path, 3), {"r1": ARTICLE}, vision, **EVERY, media_store=empty_store,
+                             log=log)
     assert len(out) == 3 and all(c.variant == "original" for c in out)  # the originals stay
     assert stats.extra["not_rectified/error:FileNotFoundError"] == 3
     failed = [w for w in log.warnings if "error:FileNotFoundError" in w]
     assert len(failed) == 3 and "pp/p.jpg" in failed[0] and "dagster_project/resources/media.py:" in failed[0]
     with pytest.raises(ErrorBudgetExceeded, match="rectified_claims: 6 of 6 records failed .*error:FileNotFoundError x6"):
-        rectify_all(_compromised(stub, tmp_path, 6), {"r1": ARTICLE}, vision, EVERY, empty_store)
+        rectify_all(_compromised(stub, tmp_path, 6), {"r1": ARTICLE}, vision, **EVERY, media_store=empty_store)
 
 
 def test_a_writer_that_checks_its_own_rewrite_is_recorded(stub, tmp_path):  # noqa: F811
     originals = _compromised(stub, tmp_path, 1)
     log = Log()
     alone = resource(stub, tmp_path, ("agree",))
-    _, stats = rectify_all(originals, {"r1": ARTICLE}, alone, PipelineResource(min_ratings=1, rectify="all"), None, log)
+    one_rater = settings(STAGE7, scoring=ScoreSettings(min_ratings=1), demand=DemandSettings(rectify="all"))
+    _, stats = rectify_all(originals, {"r1": ARTICLE}, alone, **one_rater, media_store=None, log=log)
     assert stats.extra["rectify/self_checked"] is True
     assert stats.extra["rectify/writer"] == stats.extra["rectify/checker"] == "r0-agree"
     assert any("checks its own rewrites" in w for w in log.warnings)
-    _, stats = rectify_all(originals, {"r1": ARTICLE}, resource(stub, tmp_path), EVERY, None)
+    _, stats = rectify_all(originals, {"r1": ARTICLE}, resource(stub, tmp_path), **EVERY, media_store=None)
     assert stats.extra["rectify/self_checked"] is False and stats.extra["rectify/checker"] != stats.extra["rectify/writer"]
 
 
@@ -153,11 +167,11 @@ def test_a_claim_without_evidence_is_a_drop_reason_not_rated_from_memory(stub, t
     empty = ARTICLE.model_copy(update={"review_id": "r1", "text": "  "})
     before = len(stub.requests)
     out, stats = score_all(claims, {"r0": ARTICLE.model_copy(update={"review_id": "r0"}), "r1": empty}, llm,
-                           PipelineResource(), None, key=ORDER_KEY)
+                           **settings(STAGE6), media_store=None, key=ORDER_KEY)
     assert [c.claim_id for c in out] == ["c0"] and dict(stats.drops) == {"no_evidence": 2}
     asked = stub.requests[before:]
     assert len(asked) == 3  # one claim, three members, one question (a false claim skips context coverage)
     assert all("2019 protest in Paris" in b["messages"][-1]["content"] for _, b in asked)  # each with its evidence
     originals = _compromised(stub, tmp_path, 1)
-    _, stats = rectify_all(originals, {}, llm, EVERY, None)
+    _, stats = rectify_all(originals, {}, llm, **EVERY, media_store=None)
     assert stats.extra["not_rectified/no_evidence"] == 1 and stats.extra.get("rectified", 0) == 0

@@ -11,10 +11,10 @@ from assets.rules.claim_text import (
     with_media_refs,
 )
 from assets.rules.length import count_sentences, count_words
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ClaimRules, NormalizeSettings
 from schemas.records import ClaimAppearances, Medium
 
-PIPELINE = PipelineResource()
+CLAIM_RULES = ClaimRules()  # the limits check_claim_text applies
 AFP_CLAIM = "Der Hantavirus-Ausbruch ist eine von Globalisten geplante Pandemie."  # the real AFP claimReviewed
 
 
@@ -79,9 +79,9 @@ def test_length_limits_hold_in_every_script(text, language, sentences, words):
 
 def test_unspaced_claims_are_held_to_the_word_limit():
     long_chinese = "网传视频显示" * 20  # 120 characters, about 80 words: one "word" to a whitespace split
-    assert check_claim_text(long_chinese, [], "zh", PIPELINE) == "too_many_words"
-    assert check_claim_text("网传视频显示" * 10, [], "zh", PIPELINE) == ""  # 60 characters, 40 words
-    assert check_claim_text(LIEBER, [], "en", PIPELINE) == ""  # "U.S." no longer makes it three sentences
+    assert check_claim_text(long_chinese, [], "zh", CLAIM_RULES) == "too_many_words"
+    assert check_claim_text("网传视频显示" * 10, [], "zh", CLAIM_RULES) == ""  # 60 characters, 40 words
+    assert check_claim_text(LIEBER, [], "en", CLAIM_RULES) == ""  # "U.S." no longer makes it three sentences
 
 
 @pytest.mark.parametrize("rewrite,language,original,reason", [
@@ -96,7 +96,7 @@ def test_unspaced_claims_are_held_to_the_word_limit():
 ])
 def test_a_rewrite_must_stay_in_the_claims_language(rewrite, language, original, reason):
     media = [medium("a")]
-    assert check_claim_text(rewrite, media, language, PIPELINE, original=original) == reason
+    assert check_claim_text(rewrite, media, language, CLAIM_RULES, original=original) == reason
 
 
 @pytest.mark.parametrize("rewrite, language", [
@@ -109,21 +109,21 @@ def test_a_rewrite_must_stay_in_the_claims_language(rewrite, language, original,
 ])
 def test_a_rewrite_in_a_macrolanguage_or_an_iso_639_2_code_stays_in_its_language(rewrite, language):
     """Issue 34: every rewrite of a claim tagged nb or fil was refused as language_changed."""
-    assert check_claim_text(rewrite, [], language, PIPELINE, original="x") == ""
+    assert check_claim_text(rewrite, [], language, CLAIM_RULES, original="x") == ""
     # and a rewrite in English for such a claim is still caught
-    assert check_claim_text("The vaccine contains microchips that track people everywhere.", [], language, PIPELINE,
+    assert check_claim_text("The vaccine contains microchips that track people everywhere.", [], language, CLAIM_RULES,
                             original="x") == "language_changed"
 
 
 def test_check_claim_text():
     media = [medium("a"), medium("b", kind="video")]
-    assert check_claim_text(f"<image:0> <video:1> {AFP_CLAIM}", media, "de", PIPELINE) == ""
-    assert check_claim_text("<image:2> A claim.", media, "en", PIPELINE) == "missing_referenced_medium"
-    assert check_claim_text("<video:0> A claim.", media, "en", PIPELINE) == "missing_referenced_medium"
-    assert check_claim_text("One. Two. Three.", [], "en", PIPELINE) == "too_many_sentences"
-    assert check_claim_text(" ".join(["word"] * 71), [], "en", PIPELINE) == "too_many_words"
-    assert check_claim_text("This is a hoax.", [], "en", PIPELINE) == "verdict_leak"
-    assert check_claim_text("   ", [], "en", PIPELINE) == "empty"
+    assert check_claim_text(f"<image:0> <video:1> {AFP_CLAIM}", media, "de", CLAIM_RULES) == ""
+    assert check_claim_text("<image:2> A claim.", media, "en", CLAIM_RULES) == "missing_referenced_medium"
+    assert check_claim_text("<video:0> A claim.", media, "en", CLAIM_RULES) == "missing_referenced_medium"
+    assert check_claim_text("One. Two. Three.", [], "en", CLAIM_RULES) == "too_many_sentences"
+    assert check_claim_text(" ".join(["word"] * 71), [], "en", CLAIM_RULES) == "too_many_words"
+    assert check_claim_text("This is a hoax.", [], "en", CLAIM_RULES) == "verdict_leak"
+    assert check_claim_text("   ", [], "en", CLAIM_RULES) == "empty"
 
 
 def test_every_kept_medium_is_referenced_once():
@@ -146,7 +146,7 @@ def test_select_media_filters_dedupes_and_orders():
             medium("p4", phash="ffff0000ffff0000"),
         ],
     )
-    kept, dropped = select_media(claim, {"stamp": "verdict_stamp"}, PIPELINE)
+    kept, dropped = select_media(claim, {"stamp": "verdict_stamp"}, NormalizeSettings(), CLAIM_RULES)
     assert [m.medium_id for m in kept] == ["clip", "photo", "p2", "p3"]  # videos first, at most 4
     reasons = dict(d.split(":", 1) for d in dropped)
     assert reasons == {"logo": "fact_checker_graphic", "stamp": "verdict_stamp", "tiny": "too_small",
@@ -168,7 +168,7 @@ def test_leak_vocabulary_is_built_from_the_quarters_own_ratings():
     claim = "الفيديو مش حقيقي ويظهر انقطاع الكهرباء في أوروبا"  # "the video is not real and shows ..."
     assert verdict_leak(claim, "ar") == ""  # the label scheme's Arabic list does not know this verdict
     assert verdict_leak(claim, "ar", leaks) == "مش حقيقي"
-    assert check_claim_text(claim, [], "ar", PIPELINE, leaks) == "verdict_leak"
+    assert check_claim_text(claim, [], "ar", CLAIM_RULES, leaks) == "verdict_leak"
     assert verdict_leak("الصورة خطأ", "ar", leaks) == "خطأ"
     # per language: the Arabic fact-checkers' words are not looked for in other languages' claims
     assert verdict_leak(claim, "en", leaks) == ""
@@ -187,7 +187,7 @@ def test_own_rating_and_title_head_leak():
     covid = "COVID-19 vaccines contain microchips."
     assert verdict_leak(covid, "en", title="COVID-19: vaccines do not contain chips", original=covid) == ""
     assert verdict_phrase("A title without a head", whole=False) == ""
-    assert check_claim_text(old, [], "en", PIPELINE, None, "", title, "Photo shows the flood") == "verdict_leak"
+    assert check_claim_text(old, [], "en", CLAIM_RULES, None, "", title, "Photo shows the flood") == "verdict_leak"
 
 
 # ---- issue 34: a verdict word inside reported speech, or part of the claim's own subject, is no leak -----------
@@ -224,7 +224,7 @@ def factors_ratings() -> LeakVocabulary:
 ])
 def test_real_claims_that_use_a_verdict_word_are_kept(start):
     claim = averitec_claim(start)
-    assert check_claim_text(claim, [], "en", PIPELINE, factors_ratings(), original=claim) == "", claim
+    assert check_claim_text(claim, [], "en", CLAIM_RULES, factors_ratings(), original=claim) == "", claim
 
 
 @pytest.mark.parametrize("text", [
@@ -237,7 +237,7 @@ def test_real_claims_that_use_a_verdict_word_are_kept(start):
     "It is false that hot steam cures the virus.",
 ])
 def test_a_verdict_about_the_claim_still_leaks(text):
-    assert check_claim_text(text, [], "en", PIPELINE, factors_ratings(), original=text) == "verdict_leak", text
+    assert check_claim_text(text, [], "en", CLAIM_RULES, factors_ratings(), original=text) == "verdict_leak", text
 
 
 def test_arabic_claims_keep_a_rating_word_of_their_own_and_lose_the_verdict():
@@ -251,7 +251,7 @@ def test_arabic_claims_keep_a_rating_word_of_their_own_and_lose_the_verdict():
     for record in records:
         text = record["text"]
         verdict = "الادعاء غير صحيح" in text or "الادعاء خاطئ" in text
-        assert (check_claim_text(text, [], "ar", PIPELINE, leaks, original=text) == "verdict_leak") is verdict, text
+        assert (check_claim_text(text, [], "ar", CLAIM_RULES, leaks, original=text) == "verdict_leak") is verdict, text
 
 
 def test_the_drops_on_averitec_dev_fall_to_the_real_leaks():
@@ -264,7 +264,7 @@ def test_the_drops_on_averitec_dev_fall_to_the_real_leaks():
     with gzip.open(Path(__file__).parent / "fixtures" / "averitec_dev.json.gz", "rt", encoding="utf-8") as f:
         claims = [c["claim"] for c in json.load(f)]
     leaks = factors_ratings()
-    dropped = [c for c in claims if check_claim_text(c, [], "en", PIPELINE, leaks, original=c) == "verdict_leak"]
+    dropped = [c for c in claims if check_claim_text(c, [], "en", CLAIM_RULES, leaks, original=c) == "verdict_leak"]
     assert len(dropped) == 6, dropped
 
 
@@ -287,7 +287,7 @@ def test_a_report_about_a_claim_is_no_claim_even_as_the_fallback():
     assert not reports_a_claim("<image:0> The video shows soldiers in Kyiv in 2022", "en")
     assert reports_a_claim("Publicaciones en redes sociales afirman que la vacuna mata", "es")
     assert reports_a_claim("منشورات تزعم أن اللقاح قاتل", "ar")
-    pipeline = PipelineResource()
+    claim_rules = ClaimRules()
     assert check_claim_text("Viral message claims that all Haldiram’s food products were banned in USA", [], "en",
-                            pipeline) == "reports_a_claim"
-    assert check_claim_text("All Haldiram’s food products were banned in USA", [], "en", pipeline) == ""
+                            claim_rules) == "reports_a_claim"
+    assert check_claim_text("All Haldiram’s food products were banned in USA", [], "en", claim_rules) == ""

@@ -21,10 +21,10 @@ from warcio.archiveiterator import ArchiveIterator
 from assets.scraping import platforms
 from assets.scraping.appearances import Recoverer, count_ways, recover_claim
 from assets.stage.tables import StageYield
-from dagster_project.config import PipelineResource, PlatformSettings
 from dagster_project.core.dashboard import media_yield, way_table
 from dagster_project.resources.media import MediaStore
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import PlatformSettings, ScrapingSettings
 from dagster_project.yield_report import way_lines
 from schemas.records import Article, TrustedReview
 from tests.loopback_web import LoopbackServer, PacketGuard, Reply
@@ -146,8 +146,8 @@ def make_recoverer(services: Services, tmp_path: Path, **overrides) -> Recoverer
         mode="live", archive_dir=str(tmp_path / "warc"), allow_private_hosts=["127.0.0.1", *PAGE_HOSTS, *MEDIA_HOSTS],
         per_host_delay_s=0.0, max_retries=0, connect_timeout_s=2.0, read_timeout_s=10.0,
     )
-    pipeline = PipelineResource(platforms=settings_for(services, **overrides), max_candidate_media=4)
-    return Recoverer(web, MediaStore(str(tmp_path / "media")), pipeline)
+    scraping = ScrapingSettings(platforms=settings_for(services, **overrides), max_candidate_media=4)
+    return Recoverer(web, MediaStore(str(tmp_path / "media")), scraping)
 
 
 def json_reply(body: bytes, status: int = 200, headers: dict | None = None) -> Reply:
@@ -387,7 +387,7 @@ def test_availability_api_answer_skips_the_cdx_query(services_reset, tmp_path):
     r = make_recoverer(s, tmp_path)
     try:
         # the availability answer names the capture; the capture is fetched for the URL as asked
-        ask = platforms.Ask(r.web, r.pipeline.platforms, "http://www.zew.de:80/", "other")
+        ask = platforms.Ask(r.web, r.scraping.platforms, "http://www.zew.de:80/", "other")
         assert platforms.wayback_capture(ask) == ("19970427191925", "http://www.zew.de:80/")
     finally:
         close(r)
@@ -572,7 +572,7 @@ def test_counts_per_platform_and_way_reach_the_yields_text(services_reset, tmp_p
     article = Article(review_id="r1", review_url=review.review_url, final_url=review.review_url, raw_chars=0, text="")
     r = make_recoverer(s, tmp_path)
     try:
-        claim = recover_claim(review, article, r, r.pipeline)
+        claim = recover_claim(review, article, r, r.scraping)
     finally:
         close(r)
     stats = StageYield(1)

@@ -11,9 +11,9 @@ import pytest
 
 from assets.claims.rectified_claims import rectify_all
 from assets.ensemble.scoring import score_claim
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.simulation.openai_stub import serving
+from dagster_project.stage_settings import STAGE_SETTINGS, ClaimRules, DemandSettings, ScoreSettings
 from schemas.records import Article, Medium, NormalizedClaim
 from tests.ops_support import rating, rating_reply
 from tests.test_release import ORDER_KEY
@@ -66,8 +66,21 @@ def claim(text, media=()):
 
 
 PHOTO = Medium(medium_id="p" * 64, kind="image", path="images/pp/p.jpg", width=640, height=480, alt="crowd")
-PIPELINE = PipelineResource()
-EVERY = PipelineResource(rectify="all")  # one claim makes no release: on demand, none would be rewritten
+# the settings stage 6's score_all and stage 7's rectify_all take, by resource key (their parameters' names)
+STAGE6 = ("scoring", "claim_rules", "evidence", "demand", "release_rules", "error_budget")
+STAGE7 = ("rectifying", "scoring", "claim_rules", "evidence", "demand", "release_rules", "error_budget")
+
+
+def settings(keys: tuple[str, ...], **models) -> dict:
+    """The settings ``keys`` name, each at its defaults unless ``models`` gives it by resource key: the keyword
+    arguments of score_all (STAGE6) or rectify_all (STAGE7)."""
+    assert set(models) <= set(keys), f"{sorted(set(models) - set(keys))}: not among {keys}"
+    return {key: models[key] if key in models else STAGE_SETTINGS[key]() for key in keys}
+
+
+SCORING, CLAIM_RULES = ScoreSettings(), ClaimRules()  # score_claim's
+# one claim makes no release: on demand, none would be rewritten
+EVERY = settings(STAGE7, demand=DemandSettings(rectify="all"))
 
 
 def asked(stub, before: int) -> list[str]:
@@ -81,7 +94,7 @@ def asked(stub, before: int) -> list[str]:
 def test_out_of_context_media_stop_before_veracity(stub, tmp_path):
     before = len(stub.requests)
     scored, reason = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "evidence",
-                                 resource(stub, tmp_path), PIPELINE, None)
+                                 resource(stub, tmp_path), SCORING, CLAIM_RULES, None)
     assert reason == "" and asked(stub, before) == ["media"] * 3
     assert scored.veracity is None and scored.context_coverage is None
     assert (scored.integrity.score, scored.integrity.decisive_property, scored.integrity.label) == (-1.0, "contextualization", "compromised")
@@ -91,14 +104,16 @@ def test_out_of_context_media_stop_before_veracity(stub, tmp_path):
 
 def test_false_veracity_skips_context_coverage(stub, tmp_path):
     before = len(stub.requests)
-    scored, _ = score_claim(claim("Hot steam cures the virus"), "evidence", resource(stub, tmp_path), PIPELINE, None)
+    scored, _ = score_claim(claim("Hot steam cures the virus"), "evidence", resource(stub, tmp_path), SCORING,
+                            CLAIM_RULES, None)
     assert asked(stub, before) == ["veracity"] * 3
     assert scored.integrity.score == -1.0 and scored.integrity.decisive_property == "veracity"
 
 
 def test_true_claim_gets_context_coverage_and_is_decided_by_it(stub, tmp_path):
     before = len(stub.requests)
-    scored, _ = score_claim(claim("TRUE: masks are recommended indoors"), "e", resource(stub, tmp_path), PIPELINE, None)
+    scored, _ = score_claim(claim("TRUE: masks are recommended indoors"), "e", resource(stub, tmp_path), SCORING,
+                            CLAIM_RULES, None)
     assert asked(stub, before) == ["veracity"] * 3 + ["context_coverage"] * 3
     assert scored.integrity.decisive_property == "context_coverage"
     assert scored.integrity.score == pytest.approx(2 / 3) and scored.integrity.label == "intact"
@@ -107,9 +122,11 @@ def test_true_claim_gets_context_coverage_and_is_decided_by_it(stub, tmp_path):
 
 def test_disagreement_and_missing_ratings_drop_the_claim(stub, tmp_path):
     llm = resource(stub, tmp_path, ("agree", "agree", "contrarian"))
-    assert score_claim(claim("Hot steam cures the virus"), "e", llm, PIPELINE, None) == (None, "rater_disagreement")
+    assert score_claim(claim("Hot steam cures the virus"), "e", llm, SCORING, CLAIM_RULES, None) == (
+        None, "rater_disagreement")
     llm = resource(stub, tmp_path / "b", ("agree", "agree", "broken"))
-    assert score_claim(claim("Hot steam cures the virus"), "e", llm, PIPELINE, None) == (None, "incomplete_ratings:veracity")
+    assert score_claim(claim("Hot steam cures the virus"), "e", llm, SCORING, CLAIM_RULES, None) == (
+        None, "incomplete_ratings:veracity")
     # the broken member was re-asked once, then recorded as a failure
     failures = llm.ledger_summary()
     assert failures["errors"] == 1
@@ -121,8 +138,9 @@ ARTICLE = Article(review_id="r1", review_url="https://fullfact.org/x", final_url
 
 def test_rectification_rescores_to_intact_and_links_both_ways(stub, tmp_path):
     llm = resource(stub, tmp_path)
-    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
-    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None, key=ORDER_KEY)
+    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm,
+                              SCORING, CLAIM_RULES, None)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     assert [c.variant for c in out] == ["original", "rectified"]
     first, second = out
     assert first.variant_of == second.claim_id and second.variant_of == first.claim_id
@@ -132,9 +150,10 @@ def test_rectification_rescores_to_intact_and_links_both_ways(stub, tmp_path):
 
 def test_the_rewrite_is_checked_by_another_member_than_its_writer(stub, tmp_path):
     llm = resource(stub, tmp_path, ("agree", "checker", "agree3"))
-    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
+    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm,
+                              SCORING, CLAIM_RULES, None)
     before = len(stub.requests)
-    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, EVERY, None, key=ORDER_KEY)
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     assert stats.extra["rectified"] == 1
     roles = [(mode, body["messages"][0]["content"].split(".")[0]) for mode, body in stub.requests[before:]]
     assert [mode for mode, role in roles if role.startswith("You turn a compromised claim")] == ["agree"]
@@ -143,9 +162,11 @@ def test_the_rewrite_is_checked_by_another_member_than_its_writer(stub, tmp_path
 
 def test_a_rewrite_that_leaves_the_claims_language_is_not_kept(stub, tmp_path):
     llm = resource(stub, tmp_path)
-    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm, PIPELINE, None)
+    original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e", llm,
+                              SCORING, CLAIM_RULES, None)
     german = original.model_copy(update={"language": "de", "text": "<image:0> Menschenmenge gestern in Hongkong"})
-    out, stats = rectify_all([german], {"r1": ARTICLE}, llm, EVERY, None, key=ORDER_KEY)  # the writer answers in English
+    # the writer answers in English
+    out, stats = rectify_all([german], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     assert [c.variant for c in out] == ["original"]
     assert stats.extra["not_rectified/rewrite_language_changed"] == 1
 
@@ -160,7 +181,8 @@ def test_agreement_is_reported_before_the_disagreement_filter_as_well_as_after(s
               for i in range(3)]
     articles = {f"r{i}": ARTICLE.model_copy(update={"review_id": f"r{i}"}) for i in range(3)}
     llm = resource(stub, tmp_path, ("agree", "agree", "contrarian"))
-    out, stats = score_all(claims, articles, llm, EVERY.model_copy(update={"score": "all"}), None, key=ORDER_KEY)
+    every = settings(STAGE6, demand=DemandSettings(rectify="all", score="all"))
+    out, stats = score_all(claims, articles, llm, **every, media_store=None, key=ORDER_KEY)
     assert out == [] and dict(stats.drops) == {"rater_disagreement": 3}
     assert "alpha/veracity" not in stats.extra  # nothing kept, nothing to measure after the filter
     before = json.loads(stats.extra["reliability_before_filter_json"])

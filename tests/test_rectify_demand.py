@@ -12,11 +12,25 @@ from assets.claims.rectified_claims import rectify_all
 from assets.ensemble.scoring import score_claim
 from assets.selection.demand import DemandPlan, hypothetical_variant
 from assets.selection.release_selection import select_release
-from dagster_project.config import PipelineResource
 from dagster_project.simulation.openai_stub import serving
+from dagster_project.stage_settings import ClaimRules, DemandSettings, ReleaseSettings
 from schemas.records import Integrity
-from tests.test_rating_flow import ARTICLE, PHOTO, _key, claim, resource, scripted  # noqa: F401 - its key fixture
+from tests.test_rating_flow import (  # noqa: F401 - its key fixture
+    ARTICLE,
+    CLAIM_RULES,
+    PHOTO,
+    SCORING,
+    STAGE7,
+    _key,
+    claim,
+    resource,
+    scripted,
+    settings,
+)
 from tests.test_release import ORDER_KEY
+
+# a release of 20 claims, stage 7's other settings at their defaults
+TWENTY = settings(STAGE7, release_rules=ReleaseSettings(release_size=20))
 
 WORDS = ("harbour lantern quarry violin meadow tundra saffron glacier orchid pylon compass ember falcon walnut cobalt "
          "mosaic thistle canyon beacon raven delta piston marble willow oyster juniper bronze citadel nebula prairie "
@@ -71,7 +85,7 @@ def pool(stub, tmp_path, intact: int, compromised: int, unknown: int, shaky_ever
     """Scored claims: the Compromised ones copies of one scored through the raters (their rewrites go to the
     stub), the Intact and Unknown ones set directly (they are never rewritten)."""
     original, _ = score_claim(claim("<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday", [PHOTO]), "e",
-                              resource(stub, tmp_path), PipelineResource(), None)
+                              resource(stub, tmp_path), SCORING, CLAIM_RULES, None)
     claims = []
     for i in range(intact + compromised + unknown):
         kind = "intact" if i < intact else "compromised" if i < intact + compromised else "unknown"
@@ -88,7 +102,7 @@ def pool(stub, tmp_path, intact: int, compromised: int, unknown: int, shaky_ever
 
 def test_the_plan_counts_the_variants_the_release_lacks(stub, tmp_path):
     claims, _ = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
-    plan = DemandPlan(claims, PipelineResource(release_size=20), key=ORDER_KEY)
+    plan = DemandPlan(claims, ReleaseSettings(release_size=20), ClaimRules(), key=ORDER_KEY)
     assert (plan.without, plan.target) == (11, 20)  # 5 pairs and 1 Unknown; with variants, the full 20
     k = plan.needed([], plan.candidates)
     assert k == 4  # 9 pairs: 5 natural Intact + 4 variants, 9 of the other 26 Compromised
@@ -101,15 +115,16 @@ def test_the_plan_counts_the_variants_the_release_lacks(stub, tmp_path):
     picked = {c.claim_id for c in chosen if c.integrity.label == "compromised"}
     assert not picked & {c.claim_id for c in plan.candidates[:k]}
     # a pool that balances without rewrites needs none
-    assert DemandPlan(claims, PipelineResource(release_size=10), key=ORDER_KEY).needed([], plan.candidates) == 0
+    assert DemandPlan(claims, ReleaseSettings(release_size=10), ClaimRules(), key=ORDER_KEY).needed(
+        [], plan.candidates) == 0
 
 
 def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
     claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
-    pipeline = PipelineResource(release_size=20, rectify_surplus=0.0)
+    no_surplus = {**TWENTY, "demand": DemandSettings(rectify_surplus=0.0)}
     llm = resource(stub, tmp_path)
     before = len(stub.requests)
-    out, stats = rectify_all(claims, articles, llm, pipeline, None, key=ORDER_KEY)
+    out, stats = rectify_all(claims, articles, llm, **no_surplus, media_store=None, key=ORDER_KEY)
     assert rewrites(stub, before) == 4  # prompts to the writer
     assert stats.extra["rectify/attempted"] == stats.extra["rectify/planned"] == 4 and stats.extra["rectify/rounds"] == 1
     assert stats.extra["not_rectified/not_needed_for_release"] == 26 and stats.extra["rectified"] == 4
@@ -119,13 +134,13 @@ def test_demand_rewrites_only_what_the_release_needs(stub, tmp_path):
     # by default 30% more than the release uses, for the release's adversarial filter to leave out: 6 of 4; the
     # rewrites read like the pool's claims, so the filter would leave none out and asks for no more
     before = len(stub.requests)
-    _, extra = rectify_all(claims, articles, resource(stub, tmp_path / "surplus"), PipelineResource(release_size=20),
-                           None, key=ORDER_KEY)
+    _, extra = rectify_all(claims, articles, resource(stub, tmp_path / "surplus"), **TWENTY, media_store=None,
+                           key=ORDER_KEY)
     assert extra.extra["rectify/attempted"] == extra.extra["rectified"] == 6 and rewrites(stub, before) == 6
     assert extra.extra["rectify/detectable_share"] == 0.0
     before = len(stub.requests)
-    _, every = rectify_all(claims, articles, resource(stub, tmp_path / "all"), PipelineResource(release_size=20,
-                                                                                                rectify="all"), None, key=ORDER_KEY)
+    _, every = rectify_all(claims, articles, resource(stub, tmp_path / "all"),
+                           **{**TWENTY, "demand": DemandSettings(rectify="all")}, media_store=None, key=ORDER_KEY)
     assert every.extra["rectify/attempted"] == 30 and every.extra["rectified"] == 30
     assert rewrites(stub, before) == 30
 
@@ -139,12 +154,12 @@ def test_rewrites_that_stand_out_call_for_more_until_the_release_can_leave_them_
         claims, articles = pool(loud, tmp_path, intact=5, compromised=30, unknown=4)
         before = len(loud.requests)
         log = Log()
-        out, stats = rectify_all(claims, articles, resource(loud, tmp_path), PipelineResource(release_size=20), None,
-                                 log, key=ORDER_KEY)
+        out, stats = rectify_all(claims, articles, resource(loud, tmp_path), **TWENTY, media_store=None, log=log,
+                                 key=ORDER_KEY)
         made = rewrites(loud, before)
     # every rewrite is one sentence none of the natural claims resembles: the filter would leave nearly all out, so
     # stage 7 goes on to the last candidate (21; the other 9 are the release's own Compromised picks)
-    candidates = DemandPlan(claims, PipelineResource(release_size=20), key=ORDER_KEY).candidates
+    candidates = DemandPlan(claims, ReleaseSettings(release_size=20), ClaimRules(), key=ORDER_KEY).candidates
     assert stats.extra["rectify/detectable_share"] > 0.5
     assert made == stats.extra["rectify/attempted"] == len(candidates) == 21
     assert stats.extra["not_rectified/not_needed_for_release"] == 9
@@ -153,7 +168,7 @@ def test_rewrites_that_stand_out_call_for_more_until_the_release_can_leave_them_
 
 def test_when_rewrites_fail_it_goes_on_at_the_rate_it_measured(stub, tmp_path):
     claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4, shaky_every=2)
-    out, stats = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None, key=ORDER_KEY)
+    out, stats = rectify_all(claims, articles, resource(stub, tmp_path), **TWENTY, media_store=None, key=ORDER_KEY)
     held = stats.extra["rectified"]
     assert held >= 4 and stats.extra["rectify/rounds"] >= 2  # the first round's failures called for another
     assert stats.extra["rectify/size_reached"] == 20
@@ -167,7 +182,7 @@ def test_recurring_drop_rewrites_every_compromised_claim_so_the_release_is_not_s
     short. No release is an input of stage 7 (the release reads stage 7: Dagster refuses the cycle), so stage 7
     rewrites every Compromised claim then, as stage 6 scores every claim."""
     claims, articles = pool(stub, tmp_path, intact=5, compromised=30, unknown=4)
-    plan = DemandPlan(claims, PipelineResource(release_size=20), key=ORDER_KEY)
+    plan = DemandPlan(claims, ReleaseSettings(release_size=20), ClaimRules(), key=ORDER_KEY)
     # the claims that recur from an earlier release: two natural Intact ones and the four demand rewrites
     recurring = {c.claim_id for c in claims[:2]} | {c.claim_id for c in plan.candidates[:4]}
 
@@ -175,11 +190,11 @@ def test_recurring_drop_rewrites_every_compromised_claim_so_the_release_is_not_s
         gone = {k for c in out if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
         return select_release([c for c in out if c.claim_id not in gone], 20, 0.8, 92, dedupe=False, key=ORDER_KEY)[1]
 
-    demand, _ = rectify_all(claims, articles, resource(stub, tmp_path), PipelineResource(release_size=20), None,
-                            key=ORDER_KEY)
+    demand, _ = rectify_all(claims, articles, resource(stub, tmp_path), **TWENTY, media_store=None, key=ORDER_KEY)
     assert released(demand)["feasible_size"] < 20  # what recurring: drop with a demand plan gave
     out, stats = rectify_all(claims, articles, resource(stub, tmp_path / "drop"),
-                             PipelineResource(release_size=20, recurring="drop"), None, key=ORDER_KEY)
+                             **{**TWENTY, "release_rules": ReleaseSettings(release_size=20, recurring="drop")},
+                             media_store=None, key=ORDER_KEY)
     assert stats.extra["rectify/mode"] == "all (recurring: drop)" and stats.extra["rectify/attempted"] == 30
     assert released(out)["feasible_size"] == 20
 

@@ -29,8 +29,8 @@ from assets.rules.near_duplicates import (
     near_duplicate,
 )
 from assets.rules.negation import polarity
-from dagster_project.config import PipelineResource
 from dagster_project.resources.media import image_phash, phash_distance
+from dagster_project.stage_settings import ReleaseSettings
 from schemas.records import Integrity, Medium, ScoredClaim
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -164,9 +164,9 @@ def test_recurring_ids_read_the_manifest(tmp_path):
 def test_earlier_quarters_and_the_option():
     assert earlier_quarters("2025Q3", ["2025Q4", "2023Q1", "2025Q3", "2025Q2", "2024-10"]) == ["2023Q1", "2024Q4", "2025Q2"]
     assert earlier_quarters("2016Q1", ["2016Q1", "2016Q2"]) == []
-    assert PipelineResource().recurring == "flag" and PipelineResource(recurring="drop").recurring == "drop"
+    assert ReleaseSettings().recurring == "flag" and ReleaseSettings(recurring="drop").recurring == "drop"
     with pytest.raises(ValueError, match="recurring"):
-        PipelineResource(recurring="skip")
+        ReleaseSettings(recurring="skip")
 
 
 def test_tokens_are_those_of_rapidfuzz():

@@ -13,11 +13,22 @@ import yaml
 
 from assets.claims.rectified_claims import added_cues, edit_ratio, rectify_all
 from assets.ensemble.scoring import score_claim
-from dagster_project.config import PipelineResource
 from dagster_project.simulation.openai_stub import serving
+from dagster_project.stage_settings import DemandSettings, RectifySettings
 from prompts import HERE as PROMPTS
 from tests.ops_support import rating, rating_reply
-from tests.test_rating_flow import ARTICLE, PHOTO, PIPELINE, _key, claim, resource  # noqa: F401 - fixtures
+from tests.test_rating_flow import (  # noqa: F401 - fixtures
+    ARTICLE,
+    CLAIM_RULES,
+    EVERY,
+    PHOTO,
+    SCORING,
+    STAGE7,
+    _key,
+    claim,
+    resource,
+    settings,
+)
 from tests.test_release import ORDER_KEY
 
 FALSE = "<image:0> OUT-OF-CONTEXT crowd in Hong Kong yesterday"
@@ -65,7 +76,7 @@ def writer_prompts(stub, since: int) -> list[str]:
 
 
 def original(llm):
-    scored, _ = score_claim(claim(FALSE, [PHOTO]), "e", llm, PIPELINE, None)
+    scored, _ = score_claim(claim(FALSE, [PHOTO]), "e", llm, SCORING, CLAIM_RULES, None)
     assert scored.integrity.label == "compromised"
     return scored
 
@@ -73,8 +84,7 @@ def original(llm):
 def test_a_denial_is_refused_and_the_reason_brings_a_minimal_edit_on_the_next_round(stub, tmp_path):
     llm = resource(stub, tmp_path, ("denier", "agree", "agree"))
     before = len(stub.requests)
-    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, PipelineResource(rectify="all"), None,
-                             key=ORDER_KEY)
+    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     variant = out[1]
     assert variant.text == MINIMAL and variant.rewrite_rounds == 2 and variant.integrity.label == "intact"
     prompts = writer_prompts(stub, before)
@@ -87,12 +97,11 @@ def test_a_denial_is_refused_and_the_reason_brings_a_minimal_edit_on_the_next_ro
 
 def test_without_the_loop_the_denial_is_dropped_and_counted(stub, tmp_path):
     llm = resource(stub, tmp_path, ("denier", "agree", "agree"))
-    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, PipelineResource(rectify="all", refine_rounds=0),
-                             None, key=ORDER_KEY)
+    no_loop = settings(STAGE7, demand=DemandSettings(rectify="all"), rectifying=RectifySettings(refine_rounds=0))
+    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, **no_loop, media_store=None, key=ORDER_KEY)
     assert len(out) == 1 and stats.extra["not_rectified/adds_negation"] == 1
     llm = resource(stub, tmp_path / "stubborn", ("stubborn", "agree", "agree"))
-    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, PipelineResource(rectify="all"), None,
-                             key=ORDER_KEY)
+    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     assert len(out) == 1 and stats.extra["refine/refused/adds_negation"] == 3  # three rounds, all denials
 
 
@@ -100,8 +109,7 @@ def test_the_checkers_critique_goes_back_to_the_writer(stub, tmp_path):
     PICKY_SEEN.clear()
     llm = resource(stub, tmp_path, ("denier", "picky", "agree"))
     before = len(stub.requests)
-    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, PipelineResource(rectify="all"), None,
-                             key=ORDER_KEY)
+    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     prompts = writer_prompts(stub, before)
     assert len(prompts) == 3 and "say 2019, not last year" in prompts[2]
     assert out[1].rewrite_rounds == 3 and stats.extra["refine/refused/not_shareable"] == 1
@@ -109,8 +117,7 @@ def test_the_checkers_critique_goes_back_to_the_writer(stub, tmp_path):
 
 def test_a_checker_that_gives_no_answer_is_a_failure_with_its_cause_not_inconsistent(stub, tmp_path):
     llm = resource(stub, tmp_path, ("denier", "refuser", "agree"))
-    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, PipelineResource(rectify="all"), None,
-                             key=ORDER_KEY)
+    out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     assert len(out) == 1 and "not_rectified/inconsistent" not in stats.extra
     assert [k for k in stats.extra if k.startswith("not_rectified/check_failed:")] == [
         "not_rectified/check_failed:invalid_output"]

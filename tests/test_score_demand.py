@@ -9,10 +9,19 @@ from assets.claims.rectified_claims import rectify_all
 from assets.claims.scored_claims import score_all
 from assets.selection.demand import ScoringDemand, held_share
 from assets.selection.release_selection import select_release
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ClaimRules, DemandSettings, ReleaseSettings
 from schemas.records import Integrity, ScoredClaim
-from tests.test_rating_flow import ARTICLE, _key, claim, resource, stub  # noqa: F401 - fixtures
-from tests.test_rectify_demand import Log, text
+from tests.test_rating_flow import (  # noqa: F401 - fixtures
+    ARTICLE,
+    STAGE6,
+    STAGE7,
+    _key,
+    claim,
+    resource,
+    settings,
+    stub,
+)
+from tests.test_rectify_demand import TWENTY, Log, text
 from tests.test_release import ORDER_KEY
 
 
@@ -31,20 +40,24 @@ def articles(claims) -> dict:
     return {c.review_id: ARTICLE.model_copy(update={"review_id": c.review_id}) for c in claims}
 
 
-def released(stub, tmp_path, claims, pipeline):
+def released(stub, tmp_path, claims, release_rules: ReleaseSettings,  # noqa: F811 - the fixture
+             demand: DemandSettings | None = None):
+    """Stages 6 and 7 and the release's selection, with these settings (the others at their defaults)."""
     llm = resource(stub, tmp_path)
     before = len(stub.requests)
-    scored, stats = score_all(claims, articles(claims), llm, pipeline, None, key=ORDER_KEY)
+    models = {"release_rules": release_rules, "demand": demand or DemandSettings()}
+    scored, stats = score_all(claims, articles(claims), llm, **settings(STAGE6, **models), media_store=None,
+                              key=ORDER_KEY)
     asked = len(stub.requests) - before
-    out, _ = rectify_all(scored, articles(claims), llm, pipeline, None, key=ORDER_KEY)
-    chosen, report = select_release(out, pipeline.release_size, pipeline.media_share, 0.0, dedupe=False, key=ORDER_KEY)
+    out, _ = rectify_all(scored, articles(claims), llm, **settings(STAGE7, **models), media_store=None, key=ORDER_KEY)
+    chosen, report = select_release(out, release_rules.release_size, release_rules.media_share, 0.0, dedupe=False,
+                                    key=ORDER_KEY)
     return scored, stats, asked, chosen, report
 
 
-def test_demand_scores_the_claims_rated_false_the_release_needs(stub, tmp_path):
+def test_demand_scores_the_claims_rated_false_the_release_needs(stub, tmp_path):  # noqa: F811 - the fixture
     claims = quarter(n_true=5, n_false=60)
-    demand = PipelineResource(release_size=20)
-    scored, stats, asked, chosen, report = released(stub, tmp_path / "demand", claims, demand)
+    scored, stats, asked, chosen, report = released(stub, tmp_path / "demand", claims, ReleaseSettings(release_size=20))
     # all 5 rated true; of the 60 rated false, a Compromised half (10) and the rewrites for the 5 pairs the claims
     # rated true cannot make, at 50% holding (10): 20, in the release's order
     assert stats.extra["score/rated_false"] == 60 and stats.extra["score/rated_false_scored"] == 20
@@ -52,8 +65,8 @@ def test_demand_scores_the_claims_rated_false_the_release_needs(stub, tmp_path):
     assert stats.drops["not_needed_for_release"] == 40 and len(scored) == 25
     assert {c.weight for c in scored if c.rating_text == "False"} == {3.0}
     assert {c.weight for c in scored if c.rating_text == "True"} == {1.0}
-    every = PipelineResource(release_size=20, score="all")
-    all_scored, all_stats, all_asked, all_chosen, all_report = released(stub, tmp_path / "all", claims, every)
+    all_scored, all_stats, all_asked, all_chosen, all_report = released(
+        stub, tmp_path / "all", claims, ReleaseSettings(release_size=20), DemandSettings(score="all"))
     assert len(all_scored) == 65 and all_stats.extra["score/mode"] == "all"
     assert asked * 2 < all_asked  # 25 claims' ratings against 65's
     # the same release: its full size, balanced, and the very same Compromised claims (the first in its order)
@@ -63,10 +76,11 @@ def test_demand_scores_the_claims_rated_false_the_release_needs(stub, tmp_path):
         {c.claim_id for c in all_chosen if c.integrity.label == "compromised"}
 
 
-def test_a_small_quarter_is_scored_whole(stub, tmp_path):
+def test_a_small_quarter_is_scored_whole(stub, tmp_path):  # noqa: F811 - the fixture
     """With fewer claims than the release needs, demand scores every one: no round leaves a claim out."""
     claims = quarter(n_true=2, n_false=8)
-    scored, stats = score_all(claims, articles(claims), resource(stub, tmp_path), PipelineResource(), None, key=ORDER_KEY)
+    scored, stats = score_all(claims, articles(claims), resource(stub, tmp_path), **settings(STAGE6), media_store=None,
+                              key=ORDER_KEY)
     assert len(scored) == 10 and stats.extra["score/rated_false_scored"] == 8
     assert "not_needed_for_release" not in stats.drops
 
@@ -95,7 +109,7 @@ def test_held_share_spreads_the_successes_and_the_rate_is_checked():
     assert len(held_share(list(range(20)), 0.5)) == 10 and held_share([1, 2, 3], 1.0) == [1, 2, 3]
     assert held_share(list(range(4)), 0.85)[0] == 0  # the first rewrite holds
     with pytest.raises(ValueError, match="expected_rewrite_success"):
-        ScoringDemand([], PipelineResource(expected_rewrite_success=0.0), key=ORDER_KEY)
+        ScoringDemand([], ReleaseSettings(), ClaimRules(), DemandSettings(expected_rewrite_success=0.0), key=ORDER_KEY)
 
 
 def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_path):
@@ -106,8 +120,8 @@ def test_stage_7_says_when_rewrites_held_less_often_than_stage_6_counted_on(tmp_
     with serving(shaky) as s:
         claims, arts = pool(s, tmp_path, intact=5, compromised=30, unknown=4, shaky_every=1)
         log = Log()
-        _, stats = rectify_all(claims, arts, rectify_resource(s, tmp_path), PipelineResource(release_size=20), None,
-                               log, key=ORDER_KEY)
+        _, stats = rectify_all(claims, arts, rectify_resource(s, tmp_path), **TWENTY, media_store=None, log=log,
+                               key=ORDER_KEY)
     assert stats.extra["rectify/success_rate"] == 0.0 and stats.extra["rectify/size_reached"] < 20
     assert any("less than the 50% scored_claims counted on" in w and "stages.expected_rewrite_success: 0.05" in w
                for w in log.warnings)
@@ -126,6 +140,6 @@ def test_rewrite_candidates_carry_media_at_the_releases_share():
     claims = [scored_claim(i, "compromised") for i in range(50)]  # half with a photo of its own, half without
     claims = [c.model_copy(update={"media": [] if i % 2 else [PHOTO.model_copy(update={"medium_id": f"{i:064x}"})]})
               for i, c in enumerate(claims)]
-    plan = DemandPlan(claims, PipelineResource(release_size=40), key=ORDER_KEY)
+    plan = DemandPlan(claims, ReleaseSettings(release_size=40), ClaimRules(), key=ORDER_KEY)
     first = plan.candidates[:10]
     assert sum(bool(c.media) for c in first) == 8  # not 10: text claims come at the share

@@ -14,8 +14,8 @@ from assets.ensemble.scoring import (
     to_rating,
 )
 from assets.rules.bins import bin3, bin7
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMAnswer
+from dagster_project.stage_settings import ClaimRules, ScoreSettings
 from schemas.records import Medium, NormalizedClaim, PropertyVerdict, Rating
 
 
@@ -210,7 +210,8 @@ def scripted_claim(n_media=0):
 def run_scripted(monkeypatch, script, n_media=0, members=(A, B, C)):
     ensemble = ScriptedEnsemble(script, members)
     monkeypatch.setattr(scoring, "ask", ensemble.ask)
-    scored, reason = scoring.score_claim(scripted_claim(n_media), "evidence", ensemble, PipelineResource(), None)
+    scored, reason = scoring.score_claim(scripted_claim(n_media), "evidence", ensemble, ScoreSettings(), ClaimRules(),
+                                         None)
     return scored, reason, ensemble.asked
 
 

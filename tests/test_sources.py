@@ -32,8 +32,9 @@ from assets.ingestion.sources import (
     load_sources,
     stream_datafeed,
 )
-from dagster_project.config import SourceSpec, load_config
+from dagster_project.config import load_config
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import SourceSpec
 from tests.loopback_web import ThreadedHTTP
 from tests.test_reviews import _malformed_sources
 

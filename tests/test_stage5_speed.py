@@ -3,7 +3,6 @@ claim and its media, reads the text of images in a pool of OCR workers (each loa
 re-encoded copy of an image from its perceptual hash, and never reads a medium that cannot be kept. The model sits behind a loopback stub."""
 
 import io
-import json
 import os
 import sqlite3
 from collections import Counter

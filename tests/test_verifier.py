@@ -21,10 +21,11 @@ from assets.evaluation.verifier import (
     Verifier,
     default_backends,
 )
-from dagster_project.config import PROJECT_ROOT, PipelineResource
+from dagster_project.config import PROJECT_ROOT
 from dagster_project.resources.llm import EnsembleMember, LLMResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import ErrorBudgetSettings, VerifierSettings
 from schemas.frames import from_frame, to_frame
 from schemas.records import Article, NormalizedClaim, Prediction
 from dagster_project.simulation.openai_stub import serving
@@ -257,7 +258,8 @@ def make_release(store: StoreResource) -> list[dict]:
 def test_closed_book_mode_through_the_assets(stub, tmp_path):
     store = StoreResource(root=str(tmp_path / "data"))
     make_release(store)
-    resources = {"pipeline": PipelineResource(knowledge_cutoff="2024Q4"), "store": store, "llm": llm_for(stub, tmp_path),
+    resources = {"verifier": VerifierSettings(knowledge_cutoff="2024Q4"), "error_budget": ErrorBudgetSettings(),
+                 "store": store, "llm": llm_for(stub, tmp_path),
                  "web": WebResource(warc_paths=[str(WARC)], archive_dir=str(tmp_path / "warc"))}
     before = len(stub.requests)
     assert dg.materialize([predictions, evaluation], partition_key="2020-04", resources=resources).success
@@ -283,10 +285,11 @@ def test_end_to_end_release_to_report(stub, tmp_path):
     # The scripted model "remembers" the Honjo article almost verbatim: that claim must be flagged.
     MEMORY["Tasuku Honjo"] = [s for s in re.split(r"(?<=[.!?])\s+", real[honjo_url]) if len(s.split()) >= 4][:8]
 
-    pipeline = PipelineResource(verifier_mode="retrieval", verifier_strategy="hybrid", verifier_questions=3,
+    verifier = VerifierSettings(verifier_mode="retrieval", verifier_strategy="hybrid", verifier_questions=3,
                                 verifier_parallel_questions=2, knowledge_warc_paths=[str(WARC)],
                                 knowledge_cutoff="2020Q1", contamination_check=True)
-    resources = {"pipeline": pipeline, "store": store, "llm": llm_for(stub, tmp_path),
+    resources = {"verifier": verifier, "error_budget": ErrorBudgetSettings(), "store": store,
+                 "llm": llm_for(stub, tmp_path),
                  "web": WebResource(warc_paths=[str(WARC)], archive_dir=str(tmp_path / "warc"))}
     result = dg.materialize([predictions, evaluation], partition_key="2020-04", resources=resources)
     assert result.success

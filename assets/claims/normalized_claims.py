@@ -4,9 +4,11 @@ import hashlib
 import math
 from pathlib import Path
 
+import dagster as dg
+
 from assets.ensemble.asking import ask
 from assets.ensemble.injection import drops_flagged, injection_flags
-from assets.ensemble.llm_stage import llm_claim_asset
+from assets.ensemble.llm_stage import claim_stage_asset, run_claim_stage
 from assets.ensemble.rounds import prefetch
 from assets.rules.claim_text import (
     LeakVocabulary,
@@ -20,21 +22,23 @@ from assets.rules.media_rules import is_stamp, overlay_stamp, plain_drops, prefe
 from assets.rules.media_text import OcrPool, TextCache, read_text
 from assets.stage.record_errors import ErrorBudget, map_records
 from assets.stage.tables import StageYield, count
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaStore
+from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import ClaimRules, ErrorBudgetSettings, NormalizeSettings
 from schemas.answers import ClaimTextAnswer, media_filter_answer
 from schemas.records import Article, ClaimAppearances, Medium, NormalizedClaim
 
 STAGE = "normalized_claims"
-DUPLICATE_DISTANCE = PipelineResource.model_fields["near_duplicate_distance"].default
+DUPLICATE_DISTANCE = ClaimRules.model_fields["near_duplicate_distance"].default
 
 
-def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: PipelineResource,
-                 language: str | None = None) -> tuple[list[Medium], list[str]]:
+def select_media(claim: ClaimAppearances, keep: dict[str, str], normalizing: NormalizeSettings,
+                 claim_rules: ClaimRules, language: str | None = None) -> tuple[list[Medium], list[str]]:
     """Apply the plain drops (plain_drops, in ``language``, the claim's by default) and the filter's verdicts, keep at
     most max_media, videos first."""
-    plain = plain_drops(claim.media, pipeline.near_duplicate_distance, claim.language if language is None else language)
+    plain = plain_drops(claim.media, claim_rules.near_duplicate_distance,
+                        claim.language if language is None else language)
     dropped, candidates = [], []
     for m in claim.media:
         reason = plain.get(m.medium_id) or keep.get(m.medium_id, "")
@@ -46,8 +50,8 @@ def select_media(claim: ClaimAppearances, keep: dict[str, str], pipeline: Pipeli
         else:
             candidates.append(m)
     candidates.sort(key=preference)
-    dropped += [f"{m.medium_id}:over_limit" for m in candidates[pipeline.max_media :]]
-    return candidates[: pipeline.max_media], dropped
+    dropped += [f"{m.medium_id}:over_limit" for m in candidates[normalizing.max_media :]]
+    return candidates[: normalizing.max_media], dropped
 
 
 def media_verdict_text(medium: Medium, store: MediaStore, language: str, rating_text: str,
@@ -185,32 +189,33 @@ KEPT = "kept:"  # a note on a medium that stays, beside the drop reasons of filt
 
 
 def normalize_claim(
-    claim: ClaimAppearances, article: Article | None, llm: LLMResource, pipeline: PipelineResource, store: MediaStore,
-    leaks: LeakVocabulary | None = None, ocr: TextCache | None = None,
+    claim: ClaimAppearances, article: Article | None, llm: LLMResource, normalizing: NormalizeSettings,
+    claim_rules: ClaimRules, store: MediaStore, leaks: LeakVocabulary | None = None, ocr: TextCache | None = None,
 ) -> tuple[NormalizedClaim | None, str, list[str]]:
     """The normalized claim and '', or the claim kept in the fact-checker's wording and why the model's text was not
     used (``model_error:<kind>``, ``model_text:<check>``), or None and the drop reason; and the media dropped on the
     way ("<id>:<reason>")."""
     flags = injection_flags(claim.claim_text, claim.title, article.text if article else "")
-    if flags and drops_flagged(pipeline):
+    if flags and drops_flagged(claim_rules):
         return None, "injection_flagged", []
     member = llm.member_names()[0]
     language = claim.language or (article.language if article else "")
-    verdicts = filter_media(claim, language, llm, store, ocr, pipeline.near_duplicate_distance, pipeline.max_media)
+    verdicts = filter_media(claim, language, llm, store, ocr, claim_rules.near_duplicate_distance,
+                            normalizing.max_media)
     failed = sorted({v.split(":")[0] for v in verdicts.values() if v.split(":")[0] in MEDIA_CHECK_FAILED})
     if failed:  # without the medium the claim would change (its text may say "this photo"), and unchecked it may leak
         return None, f"media_check_failed:{failed[0]}", [f"{mid}:{v}" for mid, v in verdicts.items()
                                                          if v.split(":")[0] in MEDIA_CHECK_FAILED]
-    media, dropped = select_media(claim, verdicts, pipeline, language)
+    media, dropped = select_media(claim, verdicts, normalizing, claim_rules, language)
     title = claim.title or (article.title if article else "")
     answer = ask(
         llm, member, "normalize_claim", ClaimTextAnswer, stage=STAGE, media=media, media_store=store,
         claim=claim.claim_text, title=title, language=language, claim_date=str(claim.claim_date or ""),
-        max_words=pipeline.max_words, max_sentences=pipeline.max_sentences,
+        max_words=claim_rules.max_words, max_sentences=claim_rules.max_sentences,
     )
 
     def problem(text: str) -> str:
-        return check_claim_text(text, media, language, pipeline, leaks, claim.rating_text, title, claim.claim_text)
+        return check_claim_text(text, media, language, claim_rules, leaks, claim.rating_text, title, claim.claim_text)
 
     text, source, fallback = "", "llm", ""
     if answer.parsed:
@@ -234,11 +239,11 @@ def normalize_claim(
 
 
 def normalize_all(
-    claims: list[ClaimAppearances], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore, log=None,
+    claims: list[ClaimAppearances], articles: dict[str, Article], llm: LLMResource, normalizing: NormalizeSettings,
+    claim_rules: ClaimRules, error_budget: ErrorBudgetSettings, media_store: MediaStore, log=None,
 ) -> tuple[list[NormalizedClaim], StageYield]:
     stats = StageYield(len(claims))
-    drops_flagged(pipeline)  # an unknown injection policy stops the stage before any call
+    drops_flagged(claim_rules)  # an unknown injection policy stops the stage before any call
     ocr = pool = None
     if any(c.media for c in claims):
         pool = OcrPool()  # its workers load the OCR up front: a missing OCR stops the stage here, not claim by claim
@@ -248,9 +253,10 @@ def normalize_all(
     stats.extra["leak_vocabulary/ratings"] = sum(len(w) for w in leaks.ratings.values())
     # max_claims (a demo on a slow model): the quarter's first claims in the upstream table's order; the rest are
     # dropped before any model call, and counted
-    over = {id(c) for c in claims[pipeline.max_claims:]} if pipeline.max_claims else set()
+    over = {id(c) for c in claims[normalizing.max_claims:]} if normalizing.max_claims else set()
     work = prefetch(claims, lambda c: (None, "over_max_claims", []) if id(c) in over else
-                    normalize_claim(c, articles.get(c.review_id), llm, pipeline, media_store, leaks, ocr),
+                    normalize_claim(c, articles.get(c.review_id), llm, normalizing, claim_rules, media_store, leaks,
+                                    ocr),
                     llm.parallel_claims, log, STAGE)
 
     def one(claim: ClaimAppearances):
@@ -269,7 +275,7 @@ def normalize_all(
         return normalized, ""
 
     try:
-        out = map_records(STAGE, claims, one, stats, log, ErrorBudget.for_stage(pipeline, STAGE, len(claims), log))
+        out = map_records(STAGE, claims, one, stats, log, ErrorBudget.for_stage(error_budget, STAGE, len(claims), log))
     finally:
         if ocr is not None:
             ocr.close()
@@ -285,8 +291,12 @@ def normalize_all(
     return out, stats
 
 
-normalized_claims = llm_claim_asset(
-    STAGE,
-    "Stage 5: the claim as a bare assertion (<= 2 sentences, 70 words) with at most 4 of its own media.",
-    upstream="appearances", in_model=ClaimAppearances, out_model=NormalizedClaim, process=normalize_all,
-)
+@claim_stage_asset(STAGE, "Stage 5: the claim as a bare assertion (<= 2 sentences, 70 words) with at most 4 of its own "
+                   "media.", upstream="appearances")
+def normalized_claims(
+    context: dg.AssetExecutionContext, normalizing: NormalizeSettings, claim_rules: ClaimRules,
+    error_budget: ErrorBudgetSettings, store: StoreResource, llm: LLMResource,
+) -> dg.MaterializeResult:
+    return run_claim_stage(context, store, llm, STAGE, "appearances", ClaimAppearances, NormalizedClaim,
+                           lambda claims, articles, media_store, log: normalize_all(
+                               claims, articles, llm, normalizing, claim_rules, error_budget, media_store, log))

@@ -3,11 +3,12 @@
 import math
 from collections import Counter
 
+import dagster as dg
 from rapidfuzz.distance import Levenshtein
 
 from assets.ensemble.asking import ask
 from assets.ensemble.evidence import evidence_budgets, member_evidence
-from assets.ensemble.llm_stage import llm_claim_asset
+from assets.ensemble.llm_stage import claim_stage_asset, run_claim_stage
 from assets.ensemble.rounds import overlapped_rounds, prefetch
 from assets.ensemble.scoring import score_claim
 from assets.rules.claim_text import LeakVocabulary, check_claim_text, with_media_refs
@@ -17,9 +18,18 @@ from assets.rules.negation import hedges, negations
 from assets.selection.demand import DemandPlan, variants_wanted
 from assets.stage.record_errors import ErrorBudget, RecordError, map_records
 from assets.stage.tables import StageYield, count, quantiles
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaStore
+from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import (
+    ClaimRules,
+    DemandSettings,
+    ErrorBudgetSettings,
+    EvidenceSettings,
+    RectifySettings,
+    ReleaseSettings,
+    ScoreSettings,
+)
 from schemas.answers import ClaimTextAnswer, RectifiedCheckAnswer
 from schemas.records import (
     Article,
@@ -78,11 +88,17 @@ CRITIQUES = {  # what a rule's refusal tells the writer on the next round
 }
 
 
-def critique_of(problem: str, claim: ScoredClaim, pipeline: PipelineResource) -> str:
+def critique_of(problem: str, claim: ScoredClaim, claim_rules: ClaimRules) -> str:
     kind, _, words = problem.partition(":")
     template = CRITIQUES.get(kind, "it failed a check ({kind})")
-    return template.format(words=words, kind=kind, max_words=pipeline.max_words, max_sentences=pipeline.max_sentences,
-                           language=claim.language)
+    return template.format(words=words, kind=kind, max_words=claim_rules.max_words,
+                           max_sentences=claim_rules.max_sentences, language=claim.language)
+
+
+def refinements(rectifying: RectifySettings) -> int:
+    """The rounds a refused rewrite may go back to its writer for after its first draft (``stages.refine_rounds``):
+    what rectify allows, and what ``veritas plan`` counts on."""
+    return rectifying.refine_rounds
 
 
 def failure(answer, role: str) -> str:
@@ -92,8 +108,9 @@ def failure(answer, role: str) -> str:
 
 
 def rectify(
-    claim: ScoredClaim, evidence: dict[str, str], llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore, evidence_cuts: list[EvidenceCut] = (), leaks: LeakVocabulary | None = None,
+    claim: ScoredClaim, evidence: dict[str, str], llm: LLMResource, rectifying: RectifySettings,
+    scoring: ScoreSettings, claim_rules: ClaimRules, media_store: MediaStore, evidence_cuts: list[EvidenceCut] = (),
+    leaks: LeakVocabulary | None = None,
 ) -> tuple[ScoredClaim | None, str, dict]:
     """Rewrite as a minimal edit, have the rules and another member check it, and on a refusal send the reason back
     to the writer for up to ``refine_rounds`` more rounds (MMCV's critique-and-refine loop); re-score the accepted
@@ -109,19 +126,19 @@ def rectify(
     trace = {"rounds": 0, "refusals": [], "refine_calls": 0, "refine_cost_usd": 0.0}
     previous = critique = reason = ""
     text = ""
-    for round_ in range(pipeline.refine_rounds + 1):
+    for round_ in range(refinements(rectifying) + 1):
         trace["rounds"] = round_ + 1
         answer = ask(
             llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text, evidence=evidence.get(member, ""),
             decisive_property=claim.integrity.decisive_property, justification=verdict.justification if verdict else "",
-            max_words=pipeline.max_words, max_sentences=pipeline.max_sentences, previous=previous, critique=critique,
-            round=round_, **common,
+            max_words=claim_rules.max_words, max_sentences=claim_rules.max_sentences, previous=previous,
+            critique=critique, round=round_, **common,
         )
         calls = [answer]
         if answer.parsed is None:
             return None, failure(answer, "rewrite"), trace
         text = with_media_refs(answer.parsed["claim"], claim.media)
-        problem = check_claim_text(text, claim.media, claim.language, pipeline, leaks, claim.rating_text,
+        problem = check_claim_text(text, claim.media, claim.language, claim_rules, leaks, claim.rating_text,
                                    original=claim.text) or added_cues(claim.text, text, claim.language)
         if not problem:
             check = ask(llm, checker, "check_rectified", RectifiedCheckAnswer, original=claim.text, claim=text,
@@ -137,7 +154,7 @@ def rectify(
                 "it is not consistent with the evidence" if problem == "inconsistent" else
                 "it does not read as a post that stands on its own")
         else:
-            critique = critique_of(problem, claim, pipeline)
+            critique = critique_of(problem, claim, claim_rules)
         if round_:
             trace["refine_calls"] += len(calls)
             trace["refine_cost_usd"] += sum(a.cost_usd for a in calls if not a.cache_hit)
@@ -151,8 +168,8 @@ def rectify(
             kind if kind in ("inconsistent", "not_shareable") or kind.startswith("adds_") else "rewrite_invalid"), trace
     rectified_id = stable_id(claim.review_id, "rectified")
     candidate = NormalizedClaim(**{**claim.model_dump(), "claim_id": rectified_id, "text": text, "normalization": "llm"})
-    scored, why = score_claim(candidate, evidence, llm, pipeline, media_store, "rectified", claim.claim_id, STAGE,
-                              evidence_cuts)
+    scored, why = score_claim(candidate, evidence, llm, scoring, claim_rules, media_store, "rectified", claim.claim_id,
+                              STAGE, evidence_cuts)
     if scored is None:
         return None, f"rescore_{why}", trace
     if scored.integrity.label != "intact":
@@ -161,8 +178,10 @@ def rectify(
 
 
 def rectify_all(
-    claims: list[ScoredClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore, log=None, key: bytes | None = None,
+    claims: list[ScoredClaim], articles: dict[str, Article], llm: LLMResource, rectifying: RectifySettings,
+    scoring: ScoreSettings, claim_rules: ClaimRules, evidence: EvidenceSettings, demand: DemandSettings,
+    release_rules: ReleaseSettings, error_budget: ErrorBudgetSettings, media_store: MediaStore, log=None,
+    key: bytes | None = None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     """Every scored claim passes through; Compromised ones gain a linked rectified variant when one holds up."""
     stats = StageYield(len(claims))
@@ -173,40 +192,41 @@ def rectify_all(
     if checker == writer and log and stats.extra["compromised"]:
         log.warning(f"{STAGE}: {writer} is the only ensemble member, so it checks its own rewrites: no second model "
                     "judges their consistency and shareability (recorded as rectify/self_checked)")
-    budgets = evidence_budgets(llm, pipeline)
+    budgets = evidence_budgets(llm, evidence)
     leaks = LeakVocabulary.from_reviews(claims)
 
     def attempt(claim: ScoredClaim):
         article = articles.get(claim.review_id)
         if article is None or not article.text.strip():  # a rewrite is checked against the article, or not made
             return None, "no_evidence", {}
-        evidence, cuts = member_evidence(article, claim.text, budgets)
+        texts, cuts = member_evidence(article, claim.text, budgets)
         try:
-            return rectify(claim, evidence, llm, pipeline, media_store, cuts, leaks)
+            return rectify(claim, texts, llm, rectifying, scoring, claim_rules, media_store, cuts, leaks)
         except Exception as err:  # noqa: BLE001 - the original claim stays even when its rewrite crashes
             if getattr(err, "stops_stage", False):  # the LLM budget stops the stage instead
                 raise
             return None, RecordError.of(err), {}
 
     compromised = [c for c in claims if c.integrity.label == "compromised"]
-    if pipeline.rectify not in ("demand", "all"):
-        raise ValueError(f"stages.rectify must be demand or all, not {pipeline.rectify!r}")
+    if demand.rectify not in ("demand", "all"):
+        raise ValueError(f"stages.rectify must be demand or all, not {demand.rectify!r}")
     # recurring: drop leaves claims of earlier releases out at the release, which demand cannot foresee: no release
     # can be this stage's input (the release reads this stage: Dagster refuses the cycle), so it rewrites every one
-    every = pipeline.rectify == "all" or pipeline.recurring == "drop"
+    every = demand.rectify == "all" or release_rules.recurring == "drop"
     if every:
         work = prefetch(compromised, attempt, llm.parallel_claims, log, STAGE)
         outcomes = {c.claim_id: work(c) for c in compromised}
     else:
         if key is None:
             raise ValueError("stages.rectify: demand rewrites in the release's secret order: pass the store's key")
-        outcomes = rectify_on_demand(claims, attempt, llm.parallel_claims, pipeline, stats, log, key)
-    stats.extra["rectify/mode"] = "all (recurring: drop)" if every and pipeline.rectify == "demand" else pipeline.rectify
+        outcomes = rectify_on_demand(claims, attempt, llm.parallel_claims, demand, release_rules, claim_rules, stats,
+                                     log, key)
+    stats.extra["rectify/mode"] = "all (recurring: drop)" if every and demand.rectify == "demand" else demand.rectify
     stats.extra["rectify/attempted"] = len(outcomes)
     # a rewrite that raises, or whose writer or checker gave no answer, keeps its original claim but counts against
     # the error budget of the rewrites attempted (not of every Compromised claim: on demand most are never tried)
-    budget = ErrorBudget.for_stage(pipeline, STAGE, len(outcomes), log)
-    stats.extra.update(refine_report(outcomes.values(), pipeline.refine_rounds))
+    budget = ErrorBudget.for_stage(error_budget, STAGE, len(outcomes), log)
+    stats.extra.update(refine_report(outcomes.values(), refinements(rectifying)))
 
     def one(claim: ScoredClaim):
         if claim.integrity.label != "compromised":
@@ -242,8 +262,9 @@ def running_held(running: int, rate: float) -> float:
     return max(0.0, rate * running - RUNNING_Z * math.sqrt(running * rate * (1 - rate)))
 
 
-def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipeline: PipelineResource,
-                      stats: StageYield, log=None, key: bytes = b"") -> dict[str, tuple]:
+def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, demand: DemandSettings,
+                      release_rules: ReleaseSettings, claim_rules: ClaimRules, stats: StageYield, log=None,
+                      key: bytes = b"") -> dict[str, tuple]:
     """Rewrites, round by round, only the Compromised claims the release needs as Intact variants (DemandPlan): each
     round starts as many rewrites as the variants still lacking call for at the quarter's success rate so far; it
     stops once the selection reaches its target with ``rectify_surplus`` more variants than it uses, and with enough
@@ -251,12 +272,12 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     as many as the selection uses; or when no candidate is left. A round is decided while the last one's slowest
     rewrites still run, counting on them as ``running_held`` does, and checked once they are done
     (``overlapped_rounds``). Returns claim id -> outcome of every rewrite made."""
-    plan = DemandPlan(claims, pipeline, key)
+    plan = DemandPlan(claims, release_rules, claim_rules, key)
     outcomes: dict[str, tuple] = {}
     variants: list[ScoredClaim] = []
     left = list(plan.candidates)
     planned = plan.needed([], left)
-    needed = variants_wanted(planned, pipeline.rectify_surplus)  # nothing measured yet: the surplus alone
+    needed = variants_wanted(planned, demand.rectify_surplus)  # nothing measured yet: the surplus alone
     detectable: list[float] = []  # the share of the rewrites the release's adversarial filter leaves out, per check
     uses: list[int] = []  # the variants the selection uses, per check
 
@@ -270,10 +291,10 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
         chosen = plan.selection(variants)[0]
         uses.append(sum(c.variant == "rectified" for c in chosen))
         share = None
-        if pipeline.rectify_surplus and variants:  # no spare asked for: the release has none to leave out
+        if demand.rectify_surplus and variants:  # no spare asked for: the release has none to leave out
             share = round(plan.detectable_share(variants, chosen), 4)
             detectable.append(share)
-        wanted = max(short, variants_wanted(uses[-1] + short, pipeline.rectify_surplus, share) - len(variants))
+        wanted = max(short, variants_wanted(uses[-1] + short, demand.rectify_surplus, share) - len(variants))
         return wanted - running_held(len(running), rate)
 
     def decide(done: list[tuple], running: list[ScoredClaim]) -> list[ScoredClaim]:
@@ -298,11 +319,11 @@ def rectify_on_demand(claims: list[ScoredClaim], attempt, parallel: int, pipelin
     if reached < plan.target and log:
         log.warning(f"{STAGE}: the rewrites that held reach a release of {reached}, short of the {plan.target} that "
                     f"every rewrite holding would allow: {len(outcomes) - len(variants)} of {len(outcomes)} failed")
-    if reached < pipeline.release_size and pipeline.score == "demand" and rate < pipeline.expected_rewrite_success \
-            and log:
-        log.warning(f"{STAGE}: {rate:.0%} of the rewrites held, less than the {pipeline.expected_rewrite_success:.0%} "
+    if reached < release_rules.release_size and demand.score == "demand" \
+            and rate < demand.expected_rewrite_success and log:
+        log.warning(f"{STAGE}: {rate:.0%} of the rewrites held, less than the {demand.expected_rewrite_success:.0%} "
                     f"scored_claims counted on when it scored on demand: the release reaches {reached} of "
-                    f"{pipeline.release_size}. Run scored_claims again with stages.expected_rewrite_success: "
+                    f"{release_rules.release_size}. Run scored_claims again with stages.expected_rewrite_success: "
                     f"{max(rate, 0.05):.2f} (or stages.score: all), then this stage")
     stats.extra.update({
         "rectify/target_size": plan.target, "rectify/size_without": plan.without, "rectify/size_reached": reached,
@@ -336,8 +357,13 @@ def refine_report(outcomes, refine_rounds: int) -> dict:
     return out
 
 
-rectified_claims = llm_claim_asset(
-    STAGE,
-    "Stage 7: originals plus Intact rectified variants of Compromised claims, linked both ways.",
-    upstream="scored_claims", in_model=ScoredClaim, out_model=ScoredClaim, process=rectify_all, keyed=True,
-)
+@claim_stage_asset(STAGE, "Stage 7: originals plus Intact rectified variants of Compromised claims, linked both ways.",
+                   upstream="scored_claims")
+def rectified_claims(context: dg.AssetExecutionContext, rectifying: RectifySettings, scoring: ScoreSettings,
+                     claim_rules: ClaimRules, evidence: EvidenceSettings, demand: DemandSettings,
+                     release_rules: ReleaseSettings, error_budget: ErrorBudgetSettings, store: StoreResource,
+                     llm: LLMResource) -> dg.MaterializeResult:
+    return run_claim_stage(context, store, llm, STAGE, "scored_claims", ScoredClaim, ScoredClaim,
+                           lambda claims, articles, media_store, log, key: rectify_all(
+                               claims, articles, llm, rectifying, scoring, claim_rules, evidence, demand,
+                               release_rules, error_budget, media_store, log, key=key), keyed=True)

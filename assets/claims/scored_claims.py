@@ -3,17 +3,27 @@
 import json
 from collections import Counter
 
+import dagster as dg
+
 from assets.ensemble.evidence import evidence_budgets, member_evidence
-from assets.ensemble.llm_stage import llm_claim_asset
+from assets.ensemble.llm_stage import claim_stage_asset, run_claim_stage
 from assets.ensemble.rounds import prefetch
 from assets.ensemble.scoring import score_claim
 from assets.rules.failed_answers import FailedAnswer, failed_answers_report
 from assets.rules.reliability import alpha_metadata, ensemble_alpha
 from assets.stage.record_errors import ErrorBudget, RecordError, map_records
 from assets.stage.tables import StageYield, count
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaStore
+from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import (
+    ClaimRules,
+    DemandSettings,
+    ErrorBudgetSettings,
+    EvidenceSettings,
+    ReleaseSettings,
+    ScoreSettings,
+)
 from schemas.records import (
     Article,
     NormalizedClaim,
@@ -88,23 +98,24 @@ def failure_metadata(claims: list[NormalizedClaim], outcomes: dict) -> dict:
 
 
 def score_all(
-    claims: list[NormalizedClaim], articles: dict[str, Article], llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore, log=None, key: bytes | None = None,
+    claims: list[NormalizedClaim], articles: dict[str, Article], llm: LLMResource, scoring: ScoreSettings,
+    claim_rules: ClaimRules, evidence: EvidenceSettings, demand: DemandSettings, release_rules: ReleaseSettings,
+    error_budget: ErrorBudgetSettings, media_store: MediaStore, log=None, key: bytes | None = None,
 ) -> tuple[list[ScoredClaim], StageYield]:
     stats = StageYield(len(claims))
-    if not 2 <= pipeline.refusal_min_ratings:
+    if not 2 <= scoring.refusal_min_ratings:
         raise ValueError(f"stages.refusal_min_ratings must be at least 2 (the disagreement filter needs two ratings), "
-                         f"not {pipeline.refusal_min_ratings}")
-    budgets = evidence_budgets(llm, pipeline)  # before any call: a member without a known context window stops here
+                         f"not {scoring.refusal_min_ratings}")
+    budgets = evidence_budgets(llm, evidence)  # before any call: a member without a known context window stops here
     disagreed: list = []  # the claims the disagreement filter drops, with their ratings
 
     def score(claim: NormalizedClaim):
         article = articles.get(claim.review_id)
         if article is None or not article.text.strip():  # never rated "from what the model knows"
             return None, "no_evidence", []
-        evidence, cuts = member_evidence(article, claim.text, budgets)
+        texts, cuts = member_evidence(article, claim.text, budgets)
         failed: list[FailedAnswer] = []
-        return *score_claim(claim, evidence, llm, pipeline, media_store, evidence_cuts=cuts, failed=failed,
+        return *score_claim(claim, texts, llm, scoring, claim_rules, media_store, evidence_cuts=cuts, failed=failed,
                             disagreed=disagreed), failed
 
     def score_batch(batch: list[NormalizedClaim]) -> dict:
@@ -120,16 +131,16 @@ def score_all(
                 out[claim.claim_id] = err
         return out
 
-    if pipeline.score not in ("demand", "all"):
-        raise ValueError(f"stages.score must be demand or all, not {pipeline.score!r}")
-    if pipeline.score == "demand" and pipeline.recurring == "drop":
+    if demand.score not in ("demand", "all"):
+        raise ValueError(f"stages.score must be demand or all, not {demand.score!r}")
+    if demand.score == "demand" and release_rules.recurring == "drop":
         # the release then leaves out claims of earlier releases, which stage 6 cannot tell: it scores every claim
         if log:
             log.info(f"{STAGE}: recurring: drop leaves claims out at the release that demand cannot foresee: every "
                      "claim is scored")
         outcomes = score_batch(claims)
         stats.extra["score/mode"] = "all (recurring: drop)"
-    elif pipeline.score == "all":
+    elif demand.score == "all":
         outcomes = score_batch(claims)
         stats.extra["score/mode"] = "all"
     else:
@@ -139,10 +150,10 @@ def score_all(
 
         if key is None:
             raise ValueError("stages.score: demand scores in the release's secret order: pass the store's key")
-        outcomes, extra = ScoringDemand(claims, pipeline, key).run(score_batch, log, STAGE)
+        outcomes, extra = ScoringDemand(claims, release_rules, claim_rules, demand, key).run(score_batch, log, STAGE)
         stats.extra.update(extra)
     # the budget is a share of the claims attempted: on demand, the claims not needed for the release are no work
-    budget = ErrorBudget.for_stage(pipeline, STAGE, len(outcomes), log)
+    budget = ErrorBudget.for_stage(error_budget, STAGE, len(outcomes), log)
 
     def one(claim: NormalizedClaim):
         if claim.claim_id not in outcomes:
@@ -175,8 +186,12 @@ def score_all(
     return out, stats
 
 
-scored_claims = llm_claim_asset(
-    STAGE,
-    "Stage 6: ensemble ratings of authenticity, contextualization, veracity, context coverage; integrity.",
-    upstream="normalized_claims", in_model=NormalizedClaim, out_model=ScoredClaim, process=score_all, keyed=True,
-)
+@claim_stage_asset(STAGE, "Stage 6: ensemble ratings of authenticity, contextualization, veracity, context coverage; "
+                   "integrity.", upstream="normalized_claims")
+def scored_claims(context: dg.AssetExecutionContext, scoring: ScoreSettings, claim_rules: ClaimRules,
+                  evidence: EvidenceSettings, demand: DemandSettings, release_rules: ReleaseSettings,
+                  error_budget: ErrorBudgetSettings, store: StoreResource, llm: LLMResource) -> dg.MaterializeResult:
+    return run_claim_stage(context, store, llm, STAGE, "normalized_claims", NormalizedClaim, ScoredClaim,
+                           lambda claims, articles, media_store, log, key: score_all(
+                               claims, articles, llm, scoring, claim_rules, evidence, demand, release_rules,
+                               error_budget, media_store, log, key=key), keyed=True)

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from assets.rules.once import once
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import EvidenceSettings
 from dagster_project.resources.llm import LLMResource, _import_litellm
 from dagster_project.resources.local_llm import DEFAULT_N_CTX
 from schemas.records import Article, EvidenceCut
@@ -62,12 +62,12 @@ def context_window(llm: LLMResource, name: str) -> int:
     return int(window)
 
 
-def evidence_budgets(llm: LLMResource, pipeline: PipelineResource) -> dict[str, int]:
+def evidence_budgets(llm: LLMResource, evidence: EvidenceSettings) -> dict[str, int]:
     """Tokens of article each member reads: a share of its context window; the embedded demo model reads little."""
     budgets = {}
     for m in llm.members:
-        tokens = int(context_window(llm, m.name) * pipeline.evidence_context_share)
-        budgets[m.name] = min(tokens, pipeline.evidence_tokens_embedded) if m.is_embedded else tokens
+        tokens = int(context_window(llm, m.name) * evidence.evidence_context_share)
+        budgets[m.name] = min(tokens, evidence.evidence_tokens_embedded) if m.is_embedded else tokens
     return budgets
 
 

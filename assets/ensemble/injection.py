@@ -3,7 +3,7 @@ the claims that carry it (``injection_policy``)."""
 
 import re
 
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ClaimRules
 
 # Phrases that address the model instead of the reader; articles quoting them are flagged, never obeyed.
 _INJECTION = re.compile(
@@ -26,8 +26,8 @@ def injection_flags(*texts: str) -> list[str]:
     return sorted(found)
 
 
-def drops_flagged(pipeline: PipelineResource) -> bool:
+def drops_flagged(claim_rules: ClaimRules) -> bool:
     """Whether claims flagged for injection are left out (``injection_policy: drop``) or kept and recorded."""
-    if pipeline.injection_policy not in ("keep", "drop"):
-        raise ValueError(f"stages.injection_policy must be keep or drop, not {pipeline.injection_policy!r}")
-    return pipeline.injection_policy == "drop"
+    if claim_rules.injection_policy not in ("keep", "drop"):
+        raise ValueError(f"stages.injection_policy must be keep or drop, not {claim_rules.injection_policy!r}")
+    return claim_rules.injection_policy == "drop"

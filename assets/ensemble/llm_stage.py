@@ -6,7 +6,6 @@ import polars as pl
 
 from assets.stage.tables import finish_stage, llm_metadata, load_upstream
 from assets.stage.wiring import quarter_of_context, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
 from schemas.records import Article
@@ -40,32 +39,31 @@ def finish_llm_stage(result, llm: LLMResource, store, stage: str, quarter: str, 
     return dg.MaterializeResult(metadata=meta)
 
 
-def llm_claim_asset(name: str, description: str, upstream: str, in_model, out_model, process, keyed: bool = False):
-    """Stages 5-7 as assets: the upstream claims and their articles in, ``process`` over them, the table, the
-    yield with the stage's model calls, and its raw outputs out.
+def claim_stage_asset(name: str, description: str, upstream: str):
+    """The decorator of stages 5-7: the claims group, the upstream table and the articles in, the llm pool."""
+    return stage_asset("claims", description, deps=(upstream, "articles"), pool="llm", name=name)
 
-    ``process(claims, articles_by_review_id, llm, pipeline, media_store, log) -> (records, StageYield)``; with
-    ``keyed`` also ``key=``, the store's secret selection key (stages 6 and 7 work in the release's own order).
+
+def run_claim_stage(context, store: StoreResource, llm: LLMResource, name: str, upstream: str, in_model, out_model,
+                    process, keyed: bool = False):
+    """The body of stages 5-7: the upstream claims and their articles in, ``process`` over them, the table, the
+    yield with the stage's model calls, and its raw outputs out. Each stage's asset names its own settings and binds
+    them into ``process``.
+
+    ``process(claims, articles_by_review_id, media_store, log) -> (records, StageYield)``; with ``keyed`` also
+    ``key=``, the store's secret selection key (stages 6 and 7 work in the release's own order).
     """
-    import dagster as dg
+    quarter = quarter_of_context(context)
+    bad: list = []  # upstream rows that fail validation
+    claims = load_upstream(store, upstream, quarter, in_model, bad)
+    articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
+    extra = {}
+    if keyed:
+        from assets.rules.release_order import order_key
 
-    @stage_asset("claims", description, deps=(upstream, "articles"), pool="llm", name=name)
-    def _asset(
-        context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
-    ) -> dg.MaterializeResult:
-        quarter = quarter_of_context(context)
-        bad: list = []  # upstream rows that fail validation
-        claims = load_upstream(store, upstream, quarter, in_model, bad)
-        articles = {a.review_id: a for a in load_upstream(store, "articles", quarter, Article, bad)}
-        extra = {}
-        if keyed:
-            from assets.rules.release_order import order_key
-
-            extra["key"] = order_key(store)
-        out, stats = process(claims, articles, llm, pipeline, store.media_store(), context.log, **extra)
-        llm.check_stage(name, context.run_id)  # a dead model or a stop fails the stage before its table is written
-        stats.extra.update(llm_metadata(llm, name, context.run_id))
-        result = finish_stage(context, store, name, quarter, out, out_model, stats, bad)
-        return finish_llm_stage(result, llm, store, name, quarter, context.run_id)
-
-    return _asset
+        extra["key"] = order_key(store)
+    out, stats = process(claims, articles, store.media_store(), context.log, **extra)
+    llm.check_stage(name, context.run_id)  # a dead model or a stop fails the stage before its table is written
+    stats.extra.update(llm_metadata(llm, name, context.run_id))
+    result = finish_stage(context, store, name, quarter, out, out_model, stats, bad)
+    return finish_llm_stage(result, llm, store, name, quarter, context.run_id)

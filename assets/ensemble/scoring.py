@@ -22,7 +22,7 @@ from assets.rules.bins import (  # noqa: F401 - re-exported: the stage's bins
     bin7_published,
 )
 from assets.rules.failed_answers import FailedAnswer, failure_kind
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ClaimRules, ScoreSettings
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaStore
 from prompts import label_scheme
@@ -254,8 +254,8 @@ def verdicts_from(claim: NormalizedClaim, ratings: list[Rating]) -> dict:
 
 
 def score_claim(
-    claim: NormalizedClaim, evidence: str | dict[str, str], llm: LLMResource, pipeline: PipelineResource,
-    media_store: MediaStore | None, variant: str = "original", variant_of: str = "", stage: str = SCORED_STAGE,
+    claim: NormalizedClaim, evidence: str | dict[str, str], llm: LLMResource, scoring: ScoreSettings,
+    claim_rules: ClaimRules, media_store: MediaStore | None, variant: str = "original", variant_of: str = "", stage: str = SCORED_STAGE,
     evidence_cuts: list[EvidenceCut] = (), failed: list[FailedAnswer] | None = None, disagreed: list | None = None,
 ) -> tuple[ScoredClaim | None, str]:
     """Rate the claim with ``evidence`` (one text, or each member's own) and decide its integrity, or say why not.
@@ -265,20 +265,20 @@ def score_claim(
     flags = sorted(set(claim.injection_flags) | set(injection_flags(claim.text, *texts)))
     if flags != claim.injection_flags:  # the evidence speaks to the raters: recorded on the claim, never obeyed
         claim = claim.model_copy(update={"injection_flags": flags})
-    if flags and drops_flagged(pipeline):
+    if flags and drops_flagged(claim_rules):
         return None, "injection_flagged"
     failed = failed if failed is not None else []
-    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage, pipeline.min_ratings,
-                             pipeline.refusal_min_ratings, failed)
+    ratings, failures = rate(claim, evidence, llm, llm.member_names(), media_store, stage, scoring.min_ratings,
+                             scoring.refusal_min_ratings, failed)
     if not ratings:
         return None, "no_ratings" if failures else "nothing_to_rate"
     verdicts = verdicts_from(claim, ratings)
-    missing = incomplete_property(len(claim.media), verdicts, pipeline.min_ratings, refusals_of(failed),
-                                  pipeline.refusal_min_ratings)
+    missing = incomplete_property(len(claim.media), verdicts, scoring.min_ratings, refusals_of(failed),
+                                  scoring.refusal_min_ratings)
     if missing:
         return None, f"incomplete_ratings:{missing}"
     integrity, decisive = integrity_of(verdicts["media_verdicts"], verdicts["veracity"], verdicts["context_coverage"])
-    reason = agreement_failure(decisive, pipeline.max_rating_spread)
+    reason = agreement_failure(decisive, scoring.max_rating_spread)
     if reason:
         if disagreed is not None:
             disagreed.append(SimpleNamespace(claim_id=claim.claim_id, ratings=ratings))

@@ -23,10 +23,10 @@ from assets.evaluation.verifier_contamination import (
 from assets.release.recurring import recurring_ids
 from assets.rules.bins import bin3_published, bin7_published
 from assets.stage.wiring import quarter_of_context, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.partitions import quarter_of, to_label
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import VerifierSettings
 from schemas.frames import from_frame
 from schemas.records import Article, Prediction, ReleaseClaim
 
@@ -356,16 +356,16 @@ def write_report(full: dict, out: Path) -> dict[str, Path]:
     return paths
 
 
-def run_contamination(store: StoreResource, llm: LLMResource, pipeline: PipelineResource, quarter: str,
+def run_contamination(store: StoreResource, llm: LLMResource, verifier: VerifierSettings, quarter: str,
                       gold: list[ReleaseClaim]) -> dict:
     """The contamination check for the verifier's backbone over the quarter's claims, against their real articles."""
-    member = pipeline.verifier_member or llm.member_names()[0]
+    member = verifier.verifier_member or llm.member_names()[0]
     texts = {}
     if store.has_table("articles", quarter):
         texts = {a.review_url: a.text for a in from_frame(store.read_table("articles", quarter), Article)}
-    results = [check_claim(c, texts.get(c.review_url, ""), llm, member, threshold=pipeline.contamination_threshold)
+    results = [check_claim(c, texts.get(c.review_url, ""), llm, member, threshold=verifier.contamination_threshold)
                for c in gold]
-    return contamination_report(results, pipeline.contamination_threshold)
+    return contamination_report(results, verifier.contamination_threshold)
 
 
 @stage_asset(
@@ -376,7 +376,7 @@ def run_contamination(store: StoreResource, llm: LLMResource, pipeline: Pipeline
     kinds=("json", "parquet", "python"),
 )
 def evaluation(
-    context: dg.AssetExecutionContext, store: StoreResource, pipeline: PipelineResource, llm: LLMResource
+    context: dg.AssetExecutionContext, store: StoreResource, verifier: VerifierSettings, llm: LLMResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     folder = store.latest_release(quarter)
@@ -400,10 +400,10 @@ def evaluation(
     for s in systems:
         reports[s] = evaluate_quarters(
             {q: (g, [p for p in ps if p.system == s]) for q, (g, ps) in data_by_quarter.items()},
-            pipeline.knowledge_cutoff, s, recurring)
+            verifier.knowledge_cutoff, s, recurring)
     contamination = None
-    if pipeline.contamination_check:
-        contamination = run_contamination(store, llm, pipeline, quarter, data_by_quarter[quarter][0])
+    if verifier.contamination_check:
+        contamination = run_contamination(store, llm, verifier, quarter, data_by_quarter[quarter][0])
         store.write_json(f"reports/{quarter}/contamination.json", contamination)
         keep = controlled_ids(contamination, [c.id for c in data_by_quarter[quarter][0]])
         for s, r in reports.items():
@@ -437,10 +437,10 @@ def evaluation(
         "integrity_acc3": integrity.get("acc3") if integrity.get("acc3") is not None else float("nan"),
         "coverage": first["coverage"],
         "integrity_mse_missing_as_0": first["mse_missing_as_0"] if first["mse_missing_as_0"] is not None else float("nan"),
-        "knowledge_cutoff": pipeline.knowledge_cutoff,
+        "knowledge_cutoff": verifier.knowledge_cutoff,
         "claims_recurring": len(recurring[quarter]),
         "longitudinal_read": dg.MetadataValue.json({q: Path(f).name for q, f in sorted(folders.items())}),
-        "contamination_flagged": len(contamination["models"].get(pipeline.verifier_member or llm.member_names()[0], {})
+        "contamination_flagged": len(contamination["models"].get(verifier.verifier_member or llm.member_names()[0], {})
                                      .get("flagged", [])) if contamination else 0,
         "summary": dg.MetadataValue.json(json.loads(json.dumps(payload, default=str))),
     })

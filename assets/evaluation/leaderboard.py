@@ -37,10 +37,10 @@ from assets.evaluation.evaluation import (
 from assets.evaluation.prediction_files import check_claim_ids, read_predictions
 from assets.evaluation.predictions import load_release
 from assets.release.recurring import recurring_ids
-from dagster_project.config import PipelineResource
 from dagster_project.core.atomic_files import atomic_write
 from dagster_project.partitions import to_label
 from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import LeaderboardSettings
 from schemas.frames import from_frame
 from schemas.records import Prediction
 
@@ -505,33 +505,35 @@ def write_longitudinal(store: StoreResource, board: dict, folder: Path) -> dict:
                 "cut-off (clean) and before, with bootstrap intervals; the share of claims the contamination check "
                 "flagged. Parquet, JSON and a self-contained HTML page.",
 )
-def leaderboard(context: dg.AssetExecutionContext, store: StoreResource, pipeline: PipelineResource) -> dg.MaterializeResult:
+def leaderboard(
+    context: dg.AssetExecutionContext, store: StoreResource, board: LeaderboardSettings
+) -> dg.MaterializeResult:
     try:  # a bad registry or a missing prediction file: the step's own error names the file, not a wrapper's
-        systems = load_systems(pipeline.systems_dir)
+        systems = load_systems(board.systems_dir)
         quarters = store.release_quarters()
         if not quarters:
             raise dg.Failure(f"no release in {store.location}: materialize release, predictions and evaluation first")
         data = collect(store, systems, quarters)
     except (FileNotFoundError, ValueError) as err:
         raise dg.Failure(str(err)) from err
-    board = compute_board(data, resamples=pipeline.bootstrap_resamples)
-    out = write_outputs(store, data, board, context.run_id)
-    missing = [f"{s['name']}:{q}" for s in board["systems"] for q, v in s["quarters"].items() if not v["predicted"]]
+    ranked = compute_board(data, resamples=board.bootstrap_resamples)
+    out = write_outputs(store, data, ranked, context.run_id)
+    missing = [f"{s['name']}:{q}" for s in ranked["systems"] for q, v in s["quarters"].items() if not v["predicted"]]
     if missing:
         context.log.warning(f"leaderboard: no predictions for {', '.join(missing)}")
     for r in data["rejected"]:
         context.log.warning(f"leaderboard: {r['system']} {r['quarter']} rejected (left unranked): {r['reason']}")
-    best = board["systems"][0]
+    best = ranked["systems"][0]
     return dg.MaterializeResult(metadata={
         "dagster/row_count": out["table"].height, "version": out["version"], "systems": len(systems),
-        "quarters": ", ".join(board["all_quarters"]), "claims_scored": len(data["rows"]),
+        "quarters": ", ".join(ranked["all_quarters"]), "claims_scored": len(data["rows"]),
         "missing": ", ".join(missing) or "none",
         "rejected": dg.MetadataValue.md("\n".join(f"- {r['system']} {r['quarter']}: {r['reason']}"
                                                    for r in data["rejected"]) or "none"),
-        "partial": ", ".join(s["name"] for s in board["systems"] if s["partial"]) or "none",
+        "partial": ", ".join(s["name"] for s in ranked["systems"] if s["partial"]) or "none",
         "leader": f"{best['name']} (MSE {best['windows']['all']['mse']})" if best["rank"] else "none",
         "report": dg.MetadataValue.path(str(out["json"])), "page": dg.MetadataValue.path(str(out["html"])),
         "longitudinal_plot": dg.MetadataValue.path(str(out["longitudinal_plot"])),
         "longitudinal": dg.MetadataValue.md(f"```\n{out['longitudinal_txt'].read_text()}```"),
-        "ranking": dg.MetadataValue.md(f"```\n{text_ranking(board)}```"),
+        "ranking": dg.MetadataValue.md(f"```\n{text_ranking(ranked)}```"),
     })

@@ -21,11 +21,11 @@ from assets.evaluation.verifier import (
 from assets.stage.record_errors import ErrorBudget, map_records
 from assets.stage.tables import StageYield, count, finish_stage, llm_metadata
 from assets.stage.wiring import quarter_of_context, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaStore
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import ErrorBudgetSettings, VerifierSettings
 from schemas.frames import from_frame
 from schemas.records import (
     Article,
@@ -171,17 +171,17 @@ def knowledge_cache_key(warc_paths: list[str], articles_version: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def make_verifier(pipeline: PipelineResource, llm: LLMResource, member: str, media_store: MediaStore,
+def make_verifier(verifier: VerifierSettings, llm: LLMResource, member: str, media_store: MediaStore,
                   knowledge: KnowledgeStore) -> Verifier:
     """The retrieval verifier as the config describes it (strategy, question count, few-shot, tools)."""
-    backends = default_backends(knowledge, llm, member, media_store, pipeline.verifier_search_k,
-                                pipeline.verifier_allow_undated, pipeline.verifier_tools)
+    backends = default_backends(knowledge, llm, member, media_store, verifier.verifier_search_k,
+                                verifier.verifier_allow_undated, verifier.verifier_tools)
     return Verifier(
         llm=llm, member=member, backends=backends, media_store=media_store,
-        fewshot=FewShotPool.load(pipeline.verifier_fewshot_path or None) if pipeline.verifier_fewshot > 0 else None,
-        strategy=pipeline.verifier_strategy, n_questions=pipeline.verifier_questions,
-        n_parallel=pipeline.verifier_parallel_questions, n_shots=pipeline.verifier_fewshot,
-        allow_undated=pipeline.verifier_allow_undated,
+        fewshot=FewShotPool.load(verifier.verifier_fewshot_path or None) if verifier.verifier_fewshot > 0 else None,
+        strategy=verifier.verifier_strategy, n_questions=verifier.verifier_questions,
+        n_parallel=verifier.verifier_parallel_questions, n_shots=verifier.verifier_fewshot,
+        allow_undated=verifier.verifier_allow_undated,
     )
 
 
@@ -205,16 +205,16 @@ def warc_files(paths: list[str]) -> list[str]:
     pool="llm",
 )
 def predictions(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource,
-    web: WebResource,
+    context: dg.AssetExecutionContext, verifier: VerifierSettings, error_budget: ErrorBudgetSettings,
+    store: StoreResource, llm: LLMResource, web: WebResource,
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     folder = store.latest_release(quarter)
     if folder is None:
         raise dg.Failure(f"no release for {quarter}: materialize release first")
-    if pipeline.verifier_mode not in ("closed_book", "retrieval"):
-        raise dg.Failure(f"verifier mode {pipeline.verifier_mode!r} is unknown; use closed_book or retrieval")
-    members = pipeline.verifier_members or [pipeline.verifier_member or llm.member_names()[0]]
+    if verifier.verifier_mode not in ("closed_book", "retrieval"):
+        raise dg.Failure(f"verifier mode {verifier.verifier_mode!r} is unknown; use closed_book or retrieval")
+    members = verifier.verifier_members or [verifier.verifier_member or llm.member_names()[0]]
     unknown = [m for m in members if m not in llm.member_names()]
     if unknown:
         raise dg.Failure(f"verifier member(s) {', '.join(unknown)} are not in llm.members "
@@ -223,8 +223,8 @@ def predictions(
     stats = StageYield(len(claims) * len(members))  # a prediction per claim and member
     media_store = MediaStore(str(folder))
     verifiers = {}
-    if pipeline.verifier_mode == "retrieval":
-        warcs = warc_files(pipeline.knowledge_warc_paths or [*web.warc_paths, web.archive_dir])
+    if verifier.verifier_mode == "retrieval":
+        warcs = warc_files(verifier.knowledge_warc_paths or [*web.warc_paths, web.archive_dir])
         articles = []
         articles_version = ""
         if store.has_table("articles", quarter):
@@ -233,7 +233,7 @@ def predictions(
         cache = store.base / "knowledge" / f"{knowledge_cache_key(warcs, articles_version)}.json"
         knowledge = build_knowledge_store(warcs, articles, cache)
         stats.extra.update({f"knowledge/{k}": v for k, v in knowledge.stats().items() if isinstance(v, int)})
-        verifiers = {m: make_verifier(pipeline, llm, m, media_store, knowledge) for m in members}
+        verifiers = {m: make_verifier(verifier, llm, m, media_store, knowledge) for m in members}
 
     def verify(claim: ReleaseClaim) -> list[Prediction]:
         if not verifiers:
@@ -254,8 +254,8 @@ def predictions(
         return made, ""
 
     out = map_records(STAGE, claims, one, stats, context.log,
-                      ErrorBudget.for_stage(pipeline, STAGE, len(claims), context.log))
+                      ErrorBudget.for_stage(error_budget, STAGE, len(claims), context.log))
     stats.extra.update(llm_metadata(llm, STAGE, context.run_id))
     stats.extra["release"] = folder.name
-    stats.extra["verifier_mode"] = pipeline.verifier_mode
+    stats.extra["verifier_mode"] = verifier.verifier_mode
     return finish_stage(context, store, STAGE, quarter, out, Prediction, stats)

@@ -20,16 +20,16 @@ from assets.ingestion.snapshot import (
 from assets.ingestion.sources import load_sources
 from assets.stage.tables import finish_quarter
 from assets.stage.wiring import each_quarter, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import IngestionSettings
 from schemas.frames import validate_frame
 from schemas.records import Review
 
 
-def configured(pipeline: PipelineResource) -> list[dict]:
+def configured(ingestion: IngestionSettings) -> list[dict]:
     """The sources as configured: a snapshot serves the quarters only while they stay so."""
-    return [spec.model_dump() for spec in pipeline.sources]
+    return [spec.model_dump() for spec in ingestion.sources]
 
 
 def site_of(url: str) -> str:
@@ -54,11 +54,11 @@ def sites_of(urls: pl.Series) -> list[str]:
     "a quarter-partitioned Parquet dataset keyed by the sources' content fingerprint (an unchanged feed is not parsed).",
 )
 def review_snapshot(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
+    context: dg.AssetExecutionContext, ingestion: IngestionSettings, store: StoreResource, web: WebResource
 ) -> dg.MaterializeResult:
-    if not pipeline.sources:
+    if not ingestion.sources:
         raise dg.Failure("no ClaimReview sources configured (config file: sources:)")
-    payloads, source_status = load_sources(pipeline.sources, web, store.base / "sources")
+    payloads, source_status = load_sources(ingestion.sources, web, store.base / "sources")
     fp, parts = fingerprint(payloads)
     merged = None if has_snapshot(store, fp) else merge_sources(payloads)
     parsed = merged is not None
@@ -66,7 +66,7 @@ def review_snapshot(
     # per source parsed: in how many byte ranges (processes) it was read, and in how many seconds
     reads = {"reads": dg.MetadataValue.json(merged.reads),
              "feed_ranges": max(r["ranges"] for r in merged.reads)} if parsed and merged.reads else {}
-    point_latest(store, fp, configured(pipeline))
+    point_latest(store, fp, configured(ingestion))
     context.log.info(f"review_snapshot {fp}: {'parsed' if parsed else 'unchanged, not parsed'}, "
                      f"{manifest['reviews']} reviews in {len(manifest['quarters'])} quarters")
     return dg.MaterializeResult(
@@ -84,9 +84,11 @@ def review_snapshot(
     "(the quarter's slice of review_snapshot).",
     deps=("review_snapshot",),
 )
-def reviews(context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource) -> dg.MaterializeResult:
+def reviews(
+    context: dg.AssetExecutionContext, ingestion: IngestionSettings, store: StoreResource
+) -> dg.MaterializeResult:
     pointer = latest(store)
-    if pointer is None or pointer["configured"] != configured(pipeline):
+    if pointer is None or pointer["configured"] != configured(ingestion):
         raise dg.Failure("the configured sources have no review_snapshot yet: materialize review_snapshot first "
                          "(veritas run and veritas backfill include it)")
 

@@ -9,8 +9,8 @@ import dagster as dg
 from assets.ingestion.publishers import filter_trusted, load_registry, mix_metadata
 from assets.stage.tables import finish_quarter, load_upstream_frame
 from assets.stage.wiring import each_quarter, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import IngestionSettings
 from schemas.records import Review, TrustedReview
 
 STAGE = "trusted_reviews"
@@ -31,9 +31,9 @@ def unknown_report(unknown: Counter) -> bytes:
     deps=("reviews",),
 )
 def trusted_reviews(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource
+    context: dg.AssetExecutionContext, ingestion: IngestionSettings, store: StoreResource
 ) -> dg.MaterializeResult:
-    registry = load_registry(pipeline.publisher_registry)
+    registry = load_registry(ingestion.publisher_registry)
 
     def one(quarter: str) -> dict:
         bad: list = []  # upstream rows that fail validation

@@ -30,11 +30,15 @@ from assets.selection.release_selection import select_undetectable
 from assets.selection.shortcut_audit import pool_rows, release_rows, shortcut_audit
 from assets.stage.tables import StageYield, load_upstream
 from assets.stage.wiring import quarter_of_context, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.core.instance_records import latest_json, latest_materialization
 from dagster_project.partitions import to_label
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
+from dagster_project.stage_settings import (
+    ClaimRules,
+    IngestionSettings,
+    ReleaseSettings,
+)
 from prompts import HERE as PROMPTS_DIR
 from prompts import template_hash
 from schemas.records import (
@@ -70,36 +74,38 @@ def previous_release(context: dg.AssetExecutionContext) -> tuple[str, str, str] 
     kinds=("json", "python"),
 )
 def release(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, llm: LLMResource
+    context: dg.AssetExecutionContext, release_rules: ReleaseSettings, claim_rules: ClaimRules,
+    ingestion: IngestionSettings, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
     previous = previous_release(context)
     chain = earlier_releases(previous[:2] if previous else None, store.release_folder)
     earlier = {q: release_fingerprints(folder) for q, folder in chain.items()}
-    recurring = match_recurring(claims, earlier, pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
+    recurring = match_recurring(claims, earlier, release_rules.text_duplicate_similarity,
+                                claim_rules.near_duplicate_distance)
     pool = claims
-    if pipeline.recurring == "drop":  # an original that recurs takes its rectified variant with it, and back
+    if release_rules.recurring == "drop":  # an original that recurs takes its rectified variant with it, and back
         gone = {k for c in claims if c.claim_id in recurring for k in (c.claim_id, c.variant_of)}
         pool = [c for c in claims if c.claim_id not in gone]
     key = order_key(store)
     pool = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency
-    chosen, report, adversarial = select_undetectable(pool, pipeline, key)
-    report["allow_short_release"] = pipeline.allow_short_release
+    chosen, report, adversarial = select_undetectable(pool, release_rules, claim_rules, key)
+    report["allow_short_release"] = release_rules.allow_short_release
     chosen, release_claims, files, order = ordered_release(chosen, key)
     flags = [c.injection_flags for c in chosen]
     marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
     scored = sorted((c for c in claims if c.variant == "original"), key=lambda c: c.claim_id)  # the whole scored pool
     audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(scored),
                            seed=int(order["seed_commitment"][:8], 16))
-    audit["allow_text_shortcut"] = pipeline.allow_text_shortcut
+    audit["allow_text_shortcut"] = release_rules.allow_text_shortcut
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)
     provenance = {
         "version": version,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "code_version": code_version(),
-        "demo": pipeline.demo_release(),  # demo: true counts only for the bundled snapshot
+        "demo": ingestion.demo_release(),  # demo: true counts only for the bundled snapshot
         "prompt_versions": {p.stem: template_hash(p.stem) for p in sorted(PROMPTS_DIR.glob("[!_]*.j2"))},
         "models": llm.model_set(),
         "model_diversity": model_diversity(llm.model_set()),
@@ -119,14 +125,16 @@ def release(
         "failed_answers": stage_failed_answers(context.instance, quarter),
         "shortcut_audit": audit,
         "rectification": rewrite_summary(chosen, adversarial),
-        "recurring": {"mode": pipeline.recurring, "count": len(marks), "share": round(len(marks) / max(len(chosen), 1), 4),
+        "recurring": {"mode": release_rules.recurring, "count": len(marks),
+                      "share": round(len(marks) / max(len(chosen), 1), 4),
                       "claims": {str(k): v for k, v in sorted(marks.items())}, "earlier_quarters": sorted(earlier),
                       "earlier_releases": {q: release_content_id(folder) for q, folder in chain.items()},
                       "dropped": len(claims) - len(pool)},
-        "injection_policy": pipeline.injection_policy,
+        "injection_policy": claim_rules.injection_policy,
     }
     manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance, flags, marks)
-    problems = validate_release(staging, pipeline.release_size, pipeline.media_share, pipeline.allow_short_release)
+    problems = validate_release(staging, release_rules.release_size, release_rules.media_share,
+                                release_rules.allow_short_release)
     if problems:
         raise dg.Failure(f"release {quarter} failed the format check ({len(problems)} problems), first: {problems[0]}",
                          metadata={"problems": dg.MetadataValue.json(problems[:50])})

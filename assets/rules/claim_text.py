@@ -145,7 +145,7 @@ def changed_language(text: str, language: str) -> str:
     return ""
 
 
-def check_claim_text(text: str, media: list[Medium], language: str, pipeline: TextLimits,
+def check_claim_text(text: str, media: list[Medium], language: str, limits: TextLimits,
                      leaks: LeakVocabulary | None = None, rating_text: str = "", title: str = "",
                      original: str = "") -> str:
     """Validation of a normalized claim; returns the failure reason or ''. Verdict words come from ``leaks``
@@ -153,9 +153,9 @@ def check_claim_text(text: str, media: list[Medium], language: str, pipeline: Te
     other than ``original`` (a model's rewrite) must stay in the claim's ``language``."""
     if not text.strip():
         return "empty"
-    if count_words(text) > pipeline.max_words:
+    if count_words(text) > limits.max_words:
         return "too_many_words"
-    if count_sentences(text, language) > pipeline.max_sentences:
+    if count_sentences(text, language) > limits.max_sentences:
         return "too_many_sentences"
     leak = verdict_leak(MEDIA_REF.sub(" ", text), language, leaks, rating_text, title, original)
     if leak:

@@ -2,7 +2,6 @@
 metadata, ``veritas yields`` and the release card show them. No Dagster or model import at the top: the card and the
 CLI read it. The release puts ``stage_failed_answers`` into its manifest as ``failed_answers``."""
 
-import json
 from typing import NamedTuple
 
 FAILURE_KINDS = ("refusal", "timeout", "invalid_output", "transport")

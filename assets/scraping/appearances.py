@@ -38,12 +38,12 @@ from assets.stage.tables import (
     load_upstream,
 )
 from assets.stage.wiring import quarter_of_context, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.resources.crawl_ytdlp import VideoError, download_video
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaError, MediaStore
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import WebResource
+from dagster_project.stage_settings import ErrorBudgetSettings, ScrapingSettings
 from schemas.answers import AppearanceChoiceAnswer
 from schemas.records import Appearance, Article, ClaimAppearances, Medium, TrustedReview
 
@@ -242,8 +242,8 @@ def page_media(html: str, base_url: str) -> tuple[str, list[str]]:
 class Recoverer:
     """Fetches appearances (original first, archive as fallback) and stores their media."""
 
-    def __init__(self, web: WebResource, media: MediaStore, pipeline: PipelineResource):
-        self.web, self.media, self.pipeline = web, media, pipeline
+    def __init__(self, web: WebResource, media: MediaStore, scraping: ScrapingSettings):
+        self.web, self.media, self.scraping = web, media, scraping
 
     def download(self, url: str, origin: str, alt: str = "", caption: str = "") -> tuple[Medium | None, str]:
         result = self.web.fetch(url, content_types=MEDIA_TYPES, reuse=True)
@@ -301,7 +301,7 @@ class Recoverer:
         original, archive = self.resolve(link)
         platform = platform_of(original or link)
         appearance = Appearance(url=link, original_url=original or link, platform=platform)
-        settings = self.pipeline.platforms
+        settings = self.scraping.platforms
         errors: list[str] = []
         text_only: tuple[str, str, str] | None = None  # (way, fetched url, text)
 
@@ -315,7 +315,7 @@ class Recoverer:
 
         def downloaded(urls: list[str]) -> tuple[list[Medium], str]:
             media, last = [], ""
-            for media_url in urls[: self.pipeline.max_candidate_media]:
+            for media_url in urls[: self.scraping.max_candidate_media]:
                 medium, err = self.download(media_url, "appearance")
                 if medium:
                     media.append(medium)
@@ -409,7 +409,7 @@ def model_chooser(llm: LLMResource, member: str, max_urls: int):
 
 
 def recover_claim(
-    review: TrustedReview, article: Article, recoverer: Recoverer, pipeline: PipelineResource, chooser=None,
+    review: TrustedReview, article: Article, recoverer: Recoverer, scraping: ScrapingSettings, chooser=None,
     rejected: list[str] | None = None,
 ) -> ClaimAppearances:
     """At most ``max_appearances`` usable appearances, then the article's videos and images as further candidates.
@@ -423,14 +423,14 @@ def recover_claim(
     by_original: dict[str, Appearance] = {}
     links = candidate_links(review, article)
     if chooser is not None:
-        options = chooser_options(links, article, pipeline.chooser_max_links)
+        options = chooser_options(links, article, scraping.chooser_max_links)
         if len(options) >= 2:  # with one link or none there is nothing to choose: it is tried anyway
             accepted, refused = accept_llm_choice(list(chooser(review, article, options)), review, article)
             if rejected is not None:
                 rejected.extend(refused)
             links = list(dict.fromkeys(accepted + links))
     for link in links:
-        if sum(a.status == "ok" for a in appearances) >= pipeline.max_appearances:
+        if sum(a.status == "ok" for a in appearances) >= scraping.max_appearances:
             break
         appearance, found = recoverer.recover(link, review.claim_date)
         previous = by_original.get(appearance.original_url)
@@ -442,13 +442,13 @@ def recover_claim(
         appearances.append(appearance)
         media.extend(found)
     for video_url in article.video_urls:
-        if len(media) >= pipeline.max_candidate_media:
+        if len(media) >= scraping.max_candidate_media:
             break
         medium, _, _ = recoverer.download_video(video_url, "article")
         if medium:
             media.append(medium)
     for image in article.images:
-        if len(media) >= pipeline.max_candidate_media:
+        if len(media) >= scraping.max_candidate_media:
             break
         medium, _ = recoverer.download(image.src, "article", image.alt, image.caption)
         if medium:
@@ -477,19 +477,19 @@ def count_ways(stats: StageYield, appearance: Appearance) -> None:
 
 # Claims in flight. Live, fetches wait on the network and on per-host politeness. Replayed, they are CPU work
 # (archive reading, image decoding and encoding, ffmpeg): in one process the rehearsal's 3,421 claims took 41.5 s on
-# 8 threads, 37.0 s on 4, 37.6 s on 3 and 40.8 s on 2; in 2 processes (pipeline.scrape_workers) 28.3-29.1 s on 2
+# 8 threads, 37.0 s on 4, 37.6 s on 3 and 40.8 s on 2; in 2 processes (scraping.scrape_workers) 28.3-29.1 s on 2
 # threads each and 31.1 s on 4 each. So replayed claims are spread over the processes, REPLAY_THREADS in all.
 LIVE_THREADS, REPLAY_THREADS = 8, 4
-REPLAY_CHUNK = 16  # replayed claims per task of a worker process (pipeline.scrape_workers, as stage 3's)
+REPLAY_CHUNK = 16  # replayed claims per task of a worker process (scraping.scrape_workers, as stage 3's)
 
 
-def _recover_one(recoverer: Recoverer, pipeline: PipelineResource, review: TrustedReview | None, article: Article,
+def _recover_one(recoverer: Recoverer, scraping: ScrapingSettings, review: TrustedReview | None, article: Article,
                  chooser=None) -> tuple[ClaimAppearances | None, Exception | None, list[str]]:
     refused: list[str] = []
     try:
         if review is None:
             raise KeyError(f"no trusted review {article.review_id} for the article")
-        return recover_claim(review, article, recoverer, pipeline, chooser, refused), None, refused
+        return recover_claim(review, article, recoverer, scraping, chooser, refused), None, refused
     except Exception as err:  # noqa: BLE001 - counted as a drop by map_records
         return None, err, refused
 
@@ -497,35 +497,35 @@ def _recover_one(recoverer: Recoverer, pipeline: PipelineResource, review: Trust
 def _recover_chunk(pairs: list[tuple[TrustedReview | None, Article]]) -> tuple[list, list[dict]]:
     """Worker entry (replay mode): a few claims on the worker's threads; the error of a claim that raised crosses
     back as its drop reason, the fetch-log entries go back to the parent's log."""
-    recoverer, pipeline, threads = STATE["recoverer"], STATE["pipeline"], STATE["threads"]
+    recoverer, scraping, threads = STATE["recoverer"], STATE["scraping"], STATE["threads"]
     mark = recoverer.web.fetch_log_size()
     with ThreadPoolExecutor(threads) as pool:
-        done = list(pool.map(lambda pair: _recover_one(recoverer, pipeline, *pair), pairs))
+        done = list(pool.map(lambda pair: _recover_one(recoverer, scraping, *pair), pairs))
     return [(claim, None if err is None else RecordError.of(err), refused) for claim, err, refused in done], \
         recoverer.web.fetch_log(since=mark)
 
 
-def _recover_in_processes(pairs: list, recoverer: Recoverer, pipeline: PipelineResource, processes: int,
+def _recover_in_processes(pairs: list, recoverer: Recoverer, scraping: ScrapingSettings, processes: int,
                           threads: int, log=None) -> list:
     """``_recover_one`` of every pair on ``processes`` forked workers, ``threads`` threads in all, in input order.
     A worker that dies (killed for memory, a crash in an image or video decoder) fails every claim it had and the
     pool with it; those claims are tried again one at a time (``retry_dead``)."""
     recoverer.web.load_replay_index()  # once, before the fork
-    pool = forked_pool(processes, recoverer=recoverer, pipeline=pipeline, threads=max(1, threads // processes))
+    pool = forked_pool(processes, recoverer=recoverer, scraping=scraping, threads=max(1, threads // processes))
     try:
         out = in_chunks(pool, _recover_chunk, pairs, REPLAY_CHUNK, recoverer.web, lambda reason: (None, reason, []),
                         log, lambda done: f"{STAGE}: {done}/{len(pairs)} recovered on {processes} processes")
     finally:
         pool.shutdown(cancel_futures=True)
-    retry_dead(out, pairs, lambda: forked_pool(1, recoverer=recoverer, pipeline=pipeline, threads=1),
+    retry_dead(out, pairs, lambda: forked_pool(1, recoverer=recoverer, scraping=scraping, threads=1),
                lambda one, pair: alone(one, _recover_chunk, pair, recoverer.web), (None, WORKER_DIED, []), log, STAGE,
                "claims")
     return out
 
 
 def recover_all(
-    reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, pipeline: PipelineResource, log=None,
-    threads: int = LIVE_THREADS, chooser=None, processes: int = 1,
+    reviews: list[TrustedReview], articles: list[Article], recoverer: Recoverer, scraping: ScrapingSettings,
+    error_budget: ErrorBudgetSettings, log=None, threads: int = LIVE_THREADS, chooser=None, processes: int = 1,
 ) -> tuple[list[ClaimAppearances], StageYield]:
     """Claims run on ``threads`` threads: their fetches wait on the network and on per-host politeness, so
     several claims in flight keep the web resource busy. Replayed and without a chooser (a model), on
@@ -536,10 +536,10 @@ def recover_all(
     pairs = [(by_id.get(a.review_id), a) for a in articles]
     if processes > 1 and recoverer.web.mode == "replay" and chooser is None \
             and not multiprocessing.current_process().daemon:  # a daemonic process (Celery's) starts no children
-        recovered = _recover_in_processes(pairs, recoverer, pipeline, processes, threads, log)
+        recovered = _recover_in_processes(pairs, recoverer, scraping, processes, threads, log)
     else:
         with ThreadPoolExecutor(max(1, threads)) as pool:
-            recovered = list(pool.map(lambda pair: _recover_one(recoverer, pipeline, *pair, chooser), pairs))
+            recovered = list(pool.map(lambda pair: _recover_one(recoverer, scraping, *pair, chooser), pairs))
     if chooser is not None:
         stats.extra["chooser/refused_urls"] = sum(len(r[2]) for r in recovered)
         stats.extra["chooser/claims_with_refusals"] = sum(1 for r in recovered if r[2])
@@ -556,11 +556,11 @@ def recover_all(
         for a in claim.appearances:  # fetch success by platform, failures included
             count(stats, f"fetch/{a.platform}/{'ok' if a.status == 'ok' else 'failed'}")
             count_ways(stats, a)
-        if usable or not pipeline.require_appearance:
+        if usable or not scraping.require_appearance:
             return claim, ""
         return None, "appearances_unreachable" if claim.appearances else "no_appearance_found"
 
-    budget = ErrorBudget.for_stage(pipeline, STAGE, len(articles), log)
+    budget = ErrorBudget.for_stage(error_budget, STAGE, len(articles), log)
     return map_records(STAGE, list(zip(articles, recovered)), lambda pair: one(pair[1]), stats, log, budget), stats
 
 
@@ -571,25 +571,26 @@ def recover_all(
     pool="web",
 )
 def appearances(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource,
-    llm: LLMResource,
+    context: dg.AssetExecutionContext, scraping: ScrapingSettings, error_budget: ErrorBudgetSettings,
+    store: StoreResource, web: WebResource, llm: LLMResource,
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
-    recoverer = Recoverer(web, store.media_store(), pipeline)
+    recoverer = Recoverer(web, store.media_store(), scraping)
     chooser = None
-    if pipeline.appearance_chooser:
-        chooser = model_chooser(llm, pipeline.appearance_chooser, pipeline.max_appearances + 1)
+    if scraping.appearance_chooser:
+        chooser = model_chooser(llm, scraping.appearance_chooser, scraping.max_appearances + 1)
     mark = len(web.fetch_log())
     out, stats = recover_all(
         load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad),
         load_upstream(store, "articles", quarter, Article, bad),
         recoverer,
-        pipeline,
+        scraping,
+        error_budget,
         context.log,
         threads=REPLAY_THREADS if web.mode == "replay" else LIVE_THREADS,
         chooser=chooser,
-        processes=pipeline.scrape_workers,
+        processes=scraping.scrape_workers,
     )
     stats.extra["media"] = sum(len(c.media) for c in out)
     stats.extra.update(fetch_metadata(web.fetch_log(since=mark)))

@@ -31,9 +31,9 @@ from assets.scraping.workers import (
 from assets.stage.record_errors import ErrorBudget, RecordError, map_records
 from assets.stage.tables import StageYield, finish_stage, load_upstream
 from assets.stage.wiring import quarter_of_context, stage_asset
-from dagster_project.config import PipelineResource
 from dagster_project.resources.store import StoreResource
 from dagster_project.resources.web import FetchResult, WebResource
+from dagster_project.stage_settings import ErrorBudgetSettings, ScrapingSettings
 from schemas.records import Article, ImageRef, LinkContext, TrustedReview
 
 STAGE = "articles"
@@ -236,18 +236,18 @@ def extract_article(html: str, url: str, min_chars: int = 1000) -> dict:
     }
 
 
-def build_article(review: TrustedReview, final_url: str, html: str, pipeline: PipelineResource) -> tuple[Article | None, str]:
+def build_article(review: TrustedReview, final_url: str, html: str, scraping: ScrapingSettings) -> tuple[Article | None, str]:
     """Apply the reference length rules and the wall detection; (article, "") or (None, reason)."""
-    if len(html) < pipeline.min_raw_chars:
+    if len(html) < scraping.min_raw_chars:
         wall = detect_wall(html, 0)
         return None, wall or "raw_page_too_short"
-    fields = extract_article(html, final_url, pipeline.min_article_chars)
+    fields = extract_article(html, final_url, scraping.min_article_chars)
     wall = detect_wall(html, len(fields["text"]))
     if wall:
         return None, wall
-    if len(fields["text"]) < pipeline.min_article_chars:
+    if len(fields["text"]) < scraping.min_article_chars:
         return None, "article_too_short"
-    if len(fields["text"]) > pipeline.max_article_chars:
+    if len(fields["text"]) > scraping.max_article_chars:
         return None, "article_too_long"
     images, videos, links, contexts = collect_media_and_contexts(html, final_url)
     own_host = urlsplit(final_url).hostname or ""
@@ -284,16 +284,16 @@ def _after_fetch(review: TrustedReview, result: FetchResult) -> tuple[str, str]:
     return "", result.text()
 
 
-def fetch_article(review: TrustedReview, web: WebResource, pipeline: PipelineResource) -> tuple[Article | None, str]:
+def fetch_article(review: TrustedReview, web: WebResource, scraping: ScrapingSettings) -> tuple[Article | None, str]:
     """One review page: (article, "") or (None, the reason it yields no article)."""
     result = web.fetch(review.review_url, content_types=HTML_TYPES, reuse=True)
-    return _outcome(review, result, _limits(pipeline))
+    return _outcome(review, result, _limits(scraping))
 
 
-def _limits(pipeline: PipelineResource) -> SimpleNamespace:
+def _limits(scraping: ScrapingSettings) -> SimpleNamespace:
     # a plain namespace: it crosses to worker processes, where a Dagster resource per page would cost more
     keys = ("min_raw_chars", "min_article_chars", "max_article_chars")
-    return SimpleNamespace(**{k: getattr(pipeline, k) for k in keys})
+    return SimpleNamespace(**{k: getattr(scraping, k) for k in keys})
 
 
 def _outcome(review: TrustedReview, result: FetchResult, limits: SimpleNamespace) -> tuple[Article | None, str]:
@@ -322,17 +322,17 @@ def _resolved(outcome) -> tuple[Article | None, str]:
 
 
 def scrape(
-    reviews: list[TrustedReview], web: WebResource, pipeline: PipelineResource, log=None, workers: int | None = None,
-    batch: int = 64, replay_chunk: int = 8,
+    reviews: list[TrustedReview], web: WebResource, scraping: ScrapingSettings, error_budget: ErrorBudgetSettings,
+    log=None, workers: int | None = None, batch: int = 64, replay_chunk: int = 8,
 ) -> tuple[list[Article], StageYield]:
     """Fetch and extract every page on ``workers`` processes (trafilatura is CPU-bound); results keep the input
     order. Live, the parent fetches in concurrent batches (politeness is the web resource's job) while the pool
     extracts; replay fetching is CPU work too, so the workers read the archive themselves, ``replay_chunk``
     pages per task."""
-    workers = max(1, workers if workers is not None else pipeline.scrape_workers)
+    workers = max(1, workers if workers is not None else scraping.scrape_workers)
     if multiprocessing.current_process().daemon:
         workers = 1  # daemonic processes (e.g. a Celery prefork worker) may not start children
-    limits = _limits(pipeline)
+    limits = _limits(scraping)
     stats = StageYield(len(reviews))
     outcomes: list = []  # (article, reason) or a Future of it, in input order
     pool = _pool(workers, web, limits) if workers > 1 else None
@@ -359,7 +359,7 @@ def scrape(
             pool.shutdown(cancel_futures=True)
     retry_dead(outcomes, reviews, lambda: _pool(1, web, limits), lambda one, review: _alone(one, review, web, limits),
                (None, WORKER_DIED), log, STAGE, "pages")
-    budget = ErrorBudget.for_stage(pipeline, STAGE, len(reviews), log)
+    budget = ErrorBudget.for_stage(error_budget, STAGE, len(reviews), log)
     return map_records(STAGE, list(zip(reviews, outcomes)), lambda pair: pair[1], stats, budget=budget), stats
 
 
@@ -387,12 +387,13 @@ def _alone(pool: ProcessPoolExecutor, review: TrustedReview, web: WebResource, l
     pool="web",
 )
 def articles(
-    context: dg.AssetExecutionContext, pipeline: PipelineResource, store: StoreResource, web: WebResource
+    context: dg.AssetExecutionContext, scraping: ScrapingSettings, error_budget: ErrorBudgetSettings,
+    store: StoreResource, web: WebResource,
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     bad: list = []  # upstream rows that fail validation
     reviews = load_upstream(store, "trusted_reviews", quarter, TrustedReview, bad)
     mark = len(web.fetch_log())
-    kept, stats = scrape(reviews, web, pipeline, context.log)
+    kept, stats = scrape(reviews, web, scraping, error_budget, context.log)
     stats.extra.update(fetch_metadata(web.fetch_log(since=mark)))
     return finish_stage(context, store, STAGE, quarter, kept, Article, stats, bad)

@@ -20,8 +20,8 @@ from urllib.parse import urlencode, urlsplit
 
 import lxml.html
 
-from dagster_project.config import PlatformSettings
 from dagster_project.resources.web import FetchResult, WebResource
+from dagster_project.stage_settings import PlatformSettings
 
 # Ways in before the post page, per platform (yt-dlp for video posts runs before these; see appearances.py).
 BEFORE = {

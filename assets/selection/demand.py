@@ -14,7 +14,7 @@ from assets.selection.release_selection import (
     select_release,
     selection_rank,
 )
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ClaimRules, DemandSettings, ReleaseSettings
 from schemas.records import Integrity, ScoredClaim
 
 MIN_SUCCESS_RATE = 0.05  # a quarter whose rewrites nearly all fail still plans rounds of bounded size
@@ -53,13 +53,13 @@ class DemandPlan:
     0.91 against 0.61 in the Compromised half, and the shortcut audit blocked that release: the number of media told
     the label)."""
 
-    def __init__(self, scored: list[ScoredClaim], pipeline: PipelineResource, key: bytes):
-        self.size, self.media_share, self.key = pipeline.release_size, pipeline.media_share, key
+    def __init__(self, scored: list[ScoredClaim], release_rules: ReleaseSettings, claim_rules: ClaimRules, key: bytes):
+        self.size, self.media_share, self.key = release_rules.release_size, release_rules.media_share, key
         rank = selection_rank(key)
         originals = sorted((c for c in scored if c.variant == "original"), key=rank)
         self.originals = originals  # near-duplicates too: the release's adversarial filter reads them all
         self.pool, self.near_duplicates = remove_near_duplicates(
-            originals, pipeline.text_duplicate_similarity, pipeline.near_duplicate_distance)
+            originals, release_rules.text_duplicate_similarity, claim_rules.near_duplicate_distance)
         compromised = [c for c in self.pool if c.integrity.label == "compromised"]
         natural = [c for c in self.pool if c.integrity.label == "intact"]  # the Intact half's claims before any variant
         every = [hypothetical_variant(c) for c in compromised]
@@ -159,10 +159,12 @@ class ScoringDemand:
     hold. Each claim of that stratum then stands for ``weight`` = stratum size / claims of it scored in the
     release's Unknown share, so that the share is the quarter's, not the sample's."""
 
-    def __init__(self, claims: list, pipeline: PipelineResource, key: bytes):
-        if not 0 < pipeline.expected_rewrite_success <= 1:
-            raise ValueError(f"stages.expected_rewrite_success must be in (0, 1], not {pipeline.expected_rewrite_success}")
-        self.pipeline, self.success, self.key = pipeline, pipeline.expected_rewrite_success, key
+    def __init__(self, claims: list, release_rules: ReleaseSettings, claim_rules: ClaimRules, demand: DemandSettings,
+                 key: bytes):
+        if not 0 < demand.expected_rewrite_success <= 1:
+            raise ValueError(f"stages.expected_rewrite_success must be in (0, 1], not {demand.expected_rewrite_success}")
+        self.release_rules, self.claim_rules = release_rules, claim_rules
+        self.success, self.key = demand.expected_rewrite_success, key
         self.sure = [c for c in claims if expected_label(c) != "compromised"]
         self.stratum = sorted((c for c in claims if expected_label(c) == "compromised"), key=selection_rank(key))
         self.stratum_ids = {c.claim_id for c in self.stratum}
@@ -170,7 +172,7 @@ class ScoringDemand:
     def first_round(self) -> int:
         """Claims of the stratum to score with the sure ones: a Compromised half, plus the rewrites its Intact half
         will need beyond the claims rated true, over the expected success."""
-        half = self.pipeline.release_size / 2
+        half = self.release_rules.release_size / 2
         intact = sum(expected_label(c) == "intact" for c in self.sure)
         return min(len(self.stratum), math.ceil(half + max(0.0, half - intact) / self.success))
 
@@ -185,14 +187,14 @@ class ScoringDemand:
     def reach(self, scored: list[ScoredClaim]) -> int:
         """The release size the scored pool reaches with the variants stage 7 is expected to make (its candidates,
         in its order, at the expected success)."""
-        plan = DemandPlan(scored, self.pipeline, self.key)
+        plan = DemandPlan(scored, self.release_rules, self.claim_rules, self.key)
         return plan.feasible([hypothetical_variant(c) for c in held_share(plan.candidates, self.success)])
 
     def next_round(self, reached: int, found: int, attempted: int) -> int:
         """Claims of the stratum for the release size still lacking: each pair takes a Compromised claim and
         1 / expected success rewrites, over the share of the stratum scored Compromised so far."""
         per_claim = max(found / attempted, 0.05) if attempted else 1.0
-        lacking = max(1, self.pipeline.release_size - reached)
+        lacking = max(1, self.release_rules.release_size - reached)
         return math.ceil(lacking / 2 * (1 + 1 / self.success) / per_claim)
 
     def run(self, score_batch, log=None, stage: str = "scored_claims") -> tuple[dict, dict]:
@@ -210,8 +212,8 @@ class ScoringDemand:
             found = sum(c.claim_id in self.stratum_ids and c.integrity.label == "compromised" for c in scored)
             if log:
                 log.info(f"{stage}: round {rounds}: {attempted} of {len(self.stratum)} claims rated false scored; "
-                         f"the release reaches {reached} of {self.pipeline.release_size}")
-            if reached >= self.pipeline.release_size or not left:
+                         f"the release reaches {reached} of {self.release_rules.release_size}")
+            if reached >= self.release_rules.release_size or not left:
                 break
             batch = left[: self.next_round(reached, found, attempted)]
             left = left[len(batch):]

@@ -18,7 +18,7 @@ from assets.rules.release_order import (
     keyed,
 )
 from assets.selection.adversarial import filter_detectable
-from dagster_project.config import PipelineResource
+from dagster_project.stage_settings import ClaimRules, ReleaseSettings
 from schemas.records import (
     ScoredClaim,
 )
@@ -257,13 +257,14 @@ def filter_seed(key: bytes) -> int:
     return int(keyed(key, "adversarial filter")[:8], 16)
 
 
-def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key: bytes) -> tuple[list, dict, dict]:
+def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings, claim_rules: ClaimRules,
+                        key: bytes) -> tuple[list, dict, dict]:
     """``select_release`` after adversarial filtering: the rewrites a classifier tells from natural Compromised claims
     are left out, as far as the release can spare them (it keeps as many as the selection uses, unless a short
     release is allowed), and the rest are taken least detectable first. Returns the chosen claims, the selection's
     report and the filter's."""
-    args = (pipeline.release_size, pipeline.media_share, pipeline.text_duplicate_similarity,
-            pipeline.near_duplicate_distance)
+    args = (release_rules.release_size, release_rules.media_share, release_rules.text_duplicate_similarity,
+            claim_rules.near_duplicate_distance)
     if not any(c.variant == "rectified" for c in pool):
         chosen, report = select_release(pool, *args, key=key)
         return chosen, report, {"skipped": "no rewrite in the pool", "variants": 0, "left_out": 0}
@@ -272,7 +273,7 @@ def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key
     # a short release allowed, the filter leaves out every rewrite it tells apart, even below what the selection
     # uses: a smaller release, not a blocked one (a 25-quarter world's small quarter ran out of candidates, kept
     # them all, and its gate read 0.69 against 0.51 + 0.16)
-    spare = 0 if pipeline.allow_short_release else filter_spare(needed)
+    spare = 0 if release_rules.allow_short_release else filter_spare(needed)
     detectability, left_out, adversarial = filter_detectable(natural, usable, keep_at_least=spare,
                                                              seed=filter_seed(key))
 
@@ -286,7 +287,7 @@ def select_undetectable(pool: list[ScoredClaim], pipeline: PipelineResource, key
     # template-only rewrites), the least detectable it left out come back, as few as bring the size back
     chosen, report = select(0)
     restored = 0
-    if report["feasible_size"] < unfiltered["feasible_size"] and not pipeline.allow_short_release:
+    if report["feasible_size"] < unfiltered["feasible_size"] and not release_rules.allow_short_release:
         restored, high = 1, len(left_out)
         while restored < high:  # the fewest that bring the size back (all of them do: the pool is then whole)
             mid = (restored + high) // 2

@@ -66,8 +66,9 @@ class ErrorBudget:
         self.errors: list[tuple[RecordError, str]] = []
 
     @classmethod
-    def for_stage(cls, pipeline, stage: str, total: int, log=None) -> "ErrorBudget":
-        return cls(stage, total, pipeline.error_budget_share, pipeline.error_budget_min, log)
+    def for_stage(cls, settings, stage: str, total: int, log=None) -> "ErrorBudget":
+        """The budget of a stage from its ``ErrorBudgetSettings`` (stages.error_budget_share / error_budget_min)."""
+        return cls(stage, total, settings.error_budget_share, settings.error_budget_min, log)
 
     def note(self, item, error: BaseException | str) -> RecordError:
         """Count one failed record; raises ErrorBudgetExceeded when the errors pass the budget."""

@@ -101,7 +101,7 @@ def simulated_leaderboard(config_path: str, quarter: str) -> dict:
 
     config = load_config(config_path)
     resources = build_resources(config)
-    result = dg.materialize(BOARD_ASSETS, resources={k: resources[k] for k in ("store", "pipeline")},
+    result = dg.materialize(BOARD_ASSETS, resources={k: resources[k] for k in ("store", "board")},
                             instance=project_instance(config), raise_on_error=False,
                             run_config={"loggers": {"console": {"config": {
                                 "log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}})
@@ -176,14 +176,14 @@ def simulated_demo(folder: Path, quarter: str = SIM_QUARTER, reviews: int = SIM_
     default: the project's systems/) and the simulated verifier on it, in the same config and instance
     (``simulated_systems``). Returns ``(ok, why it failed, summary)``; ``summary["leaderboard"]["line"]`` and
     ``summary["open"]`` are what the demo prints at its end."""
-    from dagster_project.config import PipelineResource
     from dagster_project.simulation.panel import PanelConfig, PanelServer
     from dagster_project.simulation.quarter import QuarterConfig, generate
     from dagster_project.simulation.records import load_records
     from dagster_project.simulation.run import agreement, latest_release, write_config
+    from dagster_project.stage_settings import LeaderboardSettings
 
     folder = Path(folder)
-    registry = registry or PipelineResource.model_fields["systems_dir"].default
+    registry = registry or LeaderboardSettings.model_fields["systems_dir"].default
     started = time.monotonic()
     print(f"[veritas] SIMULATED quarter {quarter}: generating {reviews} reviews from real records in {folder}",
           flush=True)

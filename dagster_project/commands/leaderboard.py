@@ -35,7 +35,7 @@ def materialize(config: dict) -> bool:
     from dagster_project.definitions import BOARD_ASSETS, build_resources
 
     resources = build_resources(config)
-    result = dg.materialize(BOARD_ASSETS, resources={k: resources[k] for k in ("store", "pipeline")},
+    result = dg.materialize(BOARD_ASSETS, resources={k: resources[k] for k in ("store", "board")},
                             instance=project_instance(config), raise_on_error=False)
     return result.success
 
@@ -43,9 +43,10 @@ def materialize(config: dict) -> bool:
 def run(args: argparse.Namespace) -> int:
     from assets.evaluation.leaderboard import compute_board, load_inputs, text_ranking
     from assets.evaluation.leaderboard_page import render_page
-    from dagster_project.config import PipelineResource, load_config
+    from dagster_project.config import load_config
     from dagster_project.partitions import to_label
     from dagster_project.resources.store import StoreResource
+    from dagster_project.stage_settings import stage_settings
 
     config = load_config(getattr(args, "config", None))
     try:
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"veritas leaderboard: --from {first} is after --to {last}", file=sys.stderr)
         return 2
     board = compute_board(data, first, last, args.after_cutoff,
-                          resamples=PipelineResource(**config["stages"]).bootstrap_resamples)
+                          resamples=stage_settings(config["stages"])["board"].bootstrap_resamples)
     if not board["window"]["quarters"]:
         print(f"veritas leaderboard: no released quarter in {first or '...'}..{last or '...'} "
               f"(released: {', '.join(board['all_quarters'])})", file=sys.stderr)

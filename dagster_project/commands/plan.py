@@ -53,15 +53,21 @@ PLAN_KEY = hashlib.sha256(b"veritas plan: no release order key yet").digest()
 class Planner:
     """Renders each stage's prompts from the tables it would read and counts them per member."""
 
-    def __init__(self, llm, pipeline, completion_history: dict[str, float]):
+    def __init__(self, llm, settings: dict, completion_history: dict[str, float]):
+        """``settings``: each stage's settings by resource key, as ``stage_settings`` gives them (a plan reads the
+        settings of every model stage and job)."""
         from assets.ensemble.asking import media_context
         from assets.ensemble.evidence import evidence_budgets, member_evidence
         from prompts import render
 
-        self.llm, self.pipeline, self.history = llm, pipeline, completion_history
+        self.llm, self.history = llm, completion_history
+        self.normalizing, self.claim_rules = settings["normalizing"], settings["claim_rules"]
+        self.demand, self.rectifying = settings["demand"], settings["rectifying"]
+        self.release_rules, self.verifier = settings["release_rules"], settings["verifier"]
         self.key = PLAN_KEY  # the store's key, where it has one, replaces it (build_plan)
         self._render, self._media_context, self._member_evidence = render, media_context, member_evidence
-        self.budgets = evidence_budgets(llm, pipeline)  # each member's article budget, as the stages fit it
+        # each member's article budget, as the stages fit it
+        self.budgets = evidence_budgets(llm, settings["evidence"])
 
     def completion(self, member: str, template: str) -> int:
         seen = self.history.get(template)
@@ -95,15 +101,15 @@ class Planner:
         first = self.llm.member_names()[0]
         for c in claims:
             article = articles.get(c.review_id)
-            plain = plain_drops(c.media, self.pipeline.near_duplicate_distance,
+            plain = plain_drops(c.media, self.claim_rules.near_duplicate_distance,
                                 c.language or (article.language if article else ""))
             for wave in filter_waves(c.media, plain):  # each to the member stage 5 draws for the question
                 self.ask(est, filter_order(self.llm, c.review_id, [m.medium_id for m in wave])[0], "media_filter",
                          media=wave, claim=c.claim_text, candidates=filter_candidates(wave))
             self.ask(est, first, "normalize_claim", media=self.expected_media(c), claim=c.claim_text,
                      title=c.title or (article.title if article else ""), language=c.language,
-                     claim_date=str(c.claim_date or ""), max_words=self.pipeline.max_words,
-                     max_sentences=self.pipeline.max_sentences)
+                     claim_date=str(c.claim_date or ""), max_words=self.claim_rules.max_words,
+                     max_sentences=self.claim_rules.max_sentences)
         return est
 
     def expected_media(self, claim) -> list:
@@ -111,9 +117,9 @@ class Planner:
         article's own images are the fact-checker's graphics, stamps and copies of the post's)."""
         from assets.rules.media_rules import plain_drops, preference
 
-        plain = plain_drops(claim.media, self.pipeline.near_duplicate_distance, claim.language)
+        plain = plain_drops(claim.media, self.claim_rules.near_duplicate_distance, claim.language)
         kept = sorted((m for m in claim.media if m.medium_id not in plain and m.origin == "appearance"), key=preference)
-        return kept[: self.pipeline.max_media]
+        return kept[: self.normalizing.max_media]
 
     def rate(self, est: Estimate, text: str, media, language: str, claim_date: str, evidence: dict[str, str]) -> None:
         """Every rating of one claim by every member: media, veracity and coverage (the upper bound)."""
@@ -157,13 +163,13 @@ class Planner:
             variants_wanted,
         )
 
-        demand = DemandPlan(scored, self.pipeline, self.key)
+        demand = DemandPlan(scored, self.release_rules, self.claim_rules, self.key)
         compromised = [c for c in scored if c.integrity.label == "compromised"]
-        if self.pipeline.rectify == "all":
+        if self.demand.rectify == "all":
             chosen, how = compromised, f"all {len(compromised)} Compromised"
         else:
             needed = demand.needed([], demand.candidates)
-            surplus = self.pipeline.rectify_surplus  # the spare variants the adversarial filter chooses among
+            surplus = self.demand.rectify_surplus  # the spare variants the adversarial filter chooses among
             # and the share stage 7 then measures that the filter leaves out
             variants = variants_wanted(needed, surplus, DETECTABLE_SHARE)
             n = min(len(demand.candidates), math.ceil(variants / REWRITE_SUCCESS))
@@ -175,15 +181,17 @@ class Planner:
         return chosen, release, how
 
     def rectify(self, claims, articles, basis: str) -> Estimate:
+        from assets.claims.rectified_claims import refinements
+
         est = Estimate("rectified_claims", basis)
         first = self.llm.member_names()[0]
-        rounds = expected_rounds(self.pipeline.refine_rounds)
+        rounds = expected_rounds(refinements(self.rectifying))
         for c in claims:
             evidence = self.evidence(articles.get(c.review_id), c.text)
             common = {"media": c.media, "language": c.language, "claim_date": str(c.claim_date or ""),
                       "evidence": evidence[first]}
             self.ask(est, first, "rectify_claim", claim=c.text, decisive_property="veracity", justification="",
-                     max_words=self.pipeline.max_words, max_sentences=self.pipeline.max_sentences, previous="",
+                     max_words=self.claim_rules.max_words, max_sentences=self.claim_rules.max_sentences, previous="",
                      critique="", round=1, n=rounds, **common)  # later rounds' prompts are about as long
             self.ask(est, first, "check_rectified", original=c.text, claim=c.text, n=rounds, **common)
             self.rate(est, c.text, c.media, c.language, common["claim_date"], evidence)
@@ -193,7 +201,7 @@ class Planner:
         """Predictions and the evaluation's judge over the expected release: the closed-book verifier rates each
         claim as stage 6 does, with no evidence and by its one member (expected_rate); the retrieval verifier's
         per-claim call counts with the ledger's or a typical prompt length (the knowledge store is not read here)."""
-        p = self.pipeline
+        p = self.verifier
         member = p.verifier_member or self.llm.member_names()[0]
         n = len(release)
         pred = Estimate("predictions", f"{n} expected release claims, {p.verifier_mode}")
@@ -230,9 +238,10 @@ DETECTABLE_SHARE = 0.39
 REFINE_CONTINUES = 0.17
 
 
-def expected_rounds(refine_rounds: int) -> float:
-    """Rounds a rewrite is expected to take (a writer call and a check each) with ``refine_rounds`` allowed."""
-    return sum(REFINE_CONTINUES ** r for r in range(refine_rounds + 1))
+def expected_rounds(refinements: int) -> float:
+    """Rounds a rewrite is expected to take (a writer call and a check each) with ``refinements`` more rounds allowed
+    after its first draft (stage 7's ``refinements``)."""
+    return sum(REFINE_CONTINUES ** r for r in range(refinements + 1))
 EXPECTED_SCORE = {"intact": 1.0, "unknown": 0.0, "compromised_veracity": -1.0, "compromised_ooc": -1.0}
 
 
@@ -280,9 +289,10 @@ def prices(llm) -> dict[str, tuple[float | None, float | None]]:
     return out
 
 
-def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False) -> dict:
+def build_plan(llm, settings: dict, store, quarter: str, before_stage_5: bool = False) -> dict:
     """The estimate for one quarter from whatever upstream tables it has (``before_stage_5``: from stages 1-4's
-    only, as it read before any model call), plus the ledger's earlier quarters."""
+    only, as it read before any model call), plus the ledger's earlier quarters. ``settings``: each stage's settings
+    by resource key, as ``stage_settings(config["stages"])`` gives them."""
     from assets.rules.ids import stable_id
     from assets.stage.tables import load_upstream
     from schemas.records import Article, ClaimAppearances, NormalizedClaim, ScoredClaim
@@ -295,7 +305,7 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
         raise FileNotFoundError(f"no appearances table for {quarter}: run `veritas run --quarter {quarter} --until "
                                 "appearances` first (stages 1-4 make no model calls)")
     articles = {a.review_id: a for a in table("articles", Article) or []}
-    planner = Planner(llm, pipeline, ledger_history(llm))
+    planner = Planner(llm, settings, ledger_history(llm))
     from assets.rules.release_order import order_key
 
     planner.key = order_key(store, create=False) or PLAN_KEY
@@ -314,11 +324,12 @@ def build_plan(llm, pipeline, store, quarter: str, before_stage_5: bool = False)
         claims, basis6 = normalized, f"{len(normalized)} normalized_claims rows"
     # each claim labelled as its fact-checker's rating predicts; on demand, stage 6's rounds run on those labels
     expected = {c.claim_id: expected_scored(c) for c in claims}
-    if pipeline.score == "demand":
+    if settings["demand"].score == "demand":
         from assets.selection.demand import ScoringDemand
 
-        outcomes, extra = ScoringDemand(claims, pipeline, planner.key).run(lambda batch: {c.claim_id: (expected[c.claim_id], "")
-                                                                              for c in batch})
+        demand = ScoringDemand(claims, settings["release_rules"], settings["claim_rules"], settings["demand"],
+                               planner.key)
+        outcomes, extra = demand.run(lambda batch: {c.claim_id: (expected[c.claim_id], "") for c in batch})
         expected = {k: v[0] for k, v in outcomes.items()}
         basis6 += (f"; on demand: {extra['score/rated_false_scored']} of the {extra['score/rated_false']} rated "
                    "false")
@@ -405,17 +416,18 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 
 
 def run(args) -> int:
-    from dagster_project.config import PipelineResource, load_config
+    from dagster_project.config import load_config
     from dagster_project.core.quarters import partition_label
     from dagster_project.resources.llm import LLMResource
     from dagster_project.resources.store import StoreResource
+    from dagster_project.stage_settings import stage_settings
 
     try:
         config = load_config(getattr(args, "config", None))
         quarter = partition_label(args.quarter)
         llm = LLMResource(**config["llm"])
         llm.set_quarter(quarter)
-        plan = build_plan(llm, PipelineResource(**config["stages"]), StoreResource(**config["store"]), quarter)
+        plan = build_plan(llm, stage_settings(config["stages"]), StoreResource(**config["store"]), quarter)
     except (FileNotFoundError, ValueError) as err:
         print(f"veritas: {err}", file=sys.stderr)
         return 2

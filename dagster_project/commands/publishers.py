@@ -21,11 +21,12 @@ def run_refresh(args) -> int:
         load_sources_spec,
         refresh_registry,
     )
-    from dagster_project.config import PipelineResource, load_config
+    from dagster_project.config import load_config
     from dagster_project.resources.web import WebResource
+    from dagster_project.stage_settings import stage_settings
 
     config = load_config(getattr(args, "config", None))
-    registry = args.registry or PipelineResource(**config["stages"]).publisher_registry
+    registry = args.registry or stage_settings(config["stages"])["ingestion"].publisher_registry
     web = WebResource(**config["web"])
     try:
         report = refresh_registry(web, registry, load_sources_spec(args.sources), args.out)

@@ -72,15 +72,16 @@ def format_table(rows: list[dict]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dagster_project.config import PipelineResource, load_config
+    from dagster_project.config import load_config
     from dagster_project.resources.web import WebResource
+    from dagster_project.stage_settings import stage_settings
 
     try:
         config = load_config(getattr(args, "config", None))
     except (FileNotFoundError, ValueError) as err:
         print(f"veritas: {err}", file=sys.stderr)
         return 2
-    settings = PipelineResource(**config["stages"]).platforms
+    settings = stage_settings(config["stages"])["scraping"].platforms
     posts = dict(settings.check_posts)
     for item in args.post:
         platform, sep, url = item.partition("=")

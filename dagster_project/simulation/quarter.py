@@ -25,7 +25,6 @@ from PIL import Image, ImageDraw
 from assets.rules.claim_text import verdict_leak, verdict_phrase
 from assets.rules.length import count_sentences, count_words
 from assets.rules.ratings import rating_category
-from dagster_project.config import PlatformSettings
 from dagster_project.simulation.pages import (
     CHROME,
     CONTEXT,
@@ -47,6 +46,7 @@ from dagster_project.simulation.pages import (
 )
 from dagster_project.simulation.records import claim_key
 from dagster_project.simulation.rewrites import rewrites, vocabulary
+from dagster_project.stage_settings import PlatformSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = ROOT / "registry" / "publishers.csv"

@@ -24,7 +24,7 @@ def load_sources(specs: list[Any], web: "WebResource | None", state_dir: str | o
     """Configured sources -> (kind, origin, payload) for ``ingest``, and a status per origin for the yield.
 
     Local feeds are streamed from disk; feed URLs are fetched incrementally (status new/changed/unchanged)."""
-    from dagster_project.config import SourceSpec
+    from dagster_project.stage_settings import SourceSpec
 
     kinds = typing.get_args(SourceSpec.model_fields["kind"].annotation)  # the kinds the config accepts
     payloads: list[tuple[str, str, Any]] = []
