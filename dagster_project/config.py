@@ -12,8 +12,10 @@ from dagster_project.core.config_file import (  # noqa: F401
     DEFAULT_CONFIG,
     PROJECT_ROOT,
     ConfigError,
+    clip,
     config_error,
     nearest,
+    shown,
 )
 from dagster_project.stage_settings import STAGE_SETTINGS
 
@@ -83,9 +85,25 @@ def check_config(config: dict) -> None:
             model(**values)
         except pydantic.ValidationError as err:
             first = err.errors()[0]
-            message = first["msg"].replace("Input should be", "must be").replace("Value error, ", "")
+            message = clip(first["msg"].replace("Input should be", "must be").replace("Value error, ", ""), 200)
             raise config_error(path, _as_written((section, *first["loc"])),
-                               f"{message}, not {first.get('input')!r}") from None
+                               f"{message}, not {shown(first.get('input'))}") from None
+    _check_cron(config)
+
+
+def _check_cron(config: dict) -> None:
+    """``schedule.cron`` as Dagster reads it (config_file checked that it is text): five fields, or ``@daily``..."""
+    import dagster as dg
+
+    cron = (config.get("schedule") or {}).get("cron")
+    if cron is None:
+        return
+    try:
+        dg.ScheduleDefinition(name="cron_check", cron_schedule=cron, job_name="cron_check")
+    except dg.DagsterInvalidDefinitionError:
+        raise config_error(config["path"], ("schedule", "cron"), f"not a cron expression Dagster reads (five fields "
+                                                                 f"such as '0 3 8 1,4,7,10 *', or @daily), not "
+                                                                 f"{shown(cron)}") from None
 
 
 def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from pathlib import Path
 import dagster as dg
 import yaml
 
+from dagster_project.core.config_file import EXECUTOR_SETTINGS, shown
+
 ALL_STAGES_JOB = "all_stages"  # the ten stages, quarter-partitioned: what `veritas backfill` runs per quarter
 # give them to every worker (after `--`): else a busy worker reserves the next step and runs it later while another idles
 CELERY_WORKER_ARGS = ["--concurrency=1", "--prefetch-multiplier=1", "--disable-prefetch"]
@@ -24,7 +26,8 @@ RETRY_DEFAULTS = {"max_retries": 2, "delay": 5.0}  # run-level retries (a transi
 
 
 def executor_from_config(executor: dict | None) -> dg.ExecutorDefinition:
-    """The executor named by the config section (see the module docstring)."""
+    """The executor named by the config section (see the module docstring); ``config_file`` checked the section
+    against ``EXECUTOR_SETTINGS``, what this reads."""
     cfg = dict(executor or {})
     kind = cfg.pop("kind", "in_process")
     if kind == "in_process":
@@ -35,7 +38,7 @@ def executor_from_config(executor: dict | None) -> dg.ExecutorDefinition:
         from dagster_celery import celery_executor
 
         return celery_executor.configured(celery_settings(cfg))
-    raise ValueError(f"executor: unknown kind {kind!r} (in_process, multiprocess or celery)")
+    raise ValueError(f"executor: unknown kind {shown(kind)} ({', '.join(EXECUTOR_SETTINGS)})")
 
 
 def celery_settings(cfg: dict) -> dict:

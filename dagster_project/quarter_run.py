@@ -18,6 +18,9 @@ def run_quarter(config_path: str | None, quarter: str, until: str | None = None)
 
 def materialize_quarter(config_path: str | None, quarter: str, until: str | None = None) -> tuple[bool, str]:
     """``run_quarter`` that also says why a failed run failed: ``(False, "scored_claims: ModelUnavailable: ...")``."""
+    from dagster_project.core.config_file import log_level
+
+    level = log_level("INFO")  # before the slow imports: a bogus $VERITAS_LOG_LEVEL is one line at once
     import dagster as dg
 
     from dagster_project.checks import CHECKS
@@ -46,7 +49,7 @@ def materialize_quarter(config_path: str | None, quarter: str, until: str | None
         resources=build_resources(config),
         instance=project_instance(config),
         tags={"veritas/quarter": label},
-        run_config={"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "INFO")}}}},
+        run_config={"loggers": {"console": {"config": {"log_level": level}}}},
         raise_on_error=False,
     )
     reason = "" if result.success else failure_reason(result)

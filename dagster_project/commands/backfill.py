@@ -30,8 +30,6 @@ from dagster_project.core.dagster_private import private, replace_compute_log_ma
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = ("COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED")
-# the runs' console log level (their output is the command's): VERITAS_LOG_LEVEL, else warnings only
-RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}}
 INGESTION_STAGES = ("reviews", "trusted_reviews")  # cheap per quarter: --launch auto runs them in this process
 RUNS_PER_TICK_S = 10  # runs in this process: a tick dequeues more of them for up to this many --tick
 CANCEL_WAIT_S = 8.0  # Ctrl-C with runs in processes of their own: they are asked to stop; the command is gone then
@@ -184,7 +182,7 @@ def create_backfill(instance, context, keys: list[str], stages: list[str], title
         partition_names=keys, asset_selection=[dg.AssetKey(s) for s in [*with_snapshot(stages), *([BOARD] if board else [])]],
         backfill_timestamp=time.time(), tags={"veritas/command": "backfill"}, dynamic_partitions_store=instance,
         all_partitions=False, title=title, description=f"veritas backfill: {', '.join(stages)}",
-        run_config=RUN_CONFIG,
+        run_config=run_config(),
     )
     instance.add_backfill(backfill)
     return backfill.backfill_id
@@ -207,7 +205,7 @@ def retry_backfill(instance, context, backfill_id: str) -> str:
         backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(),
         tags={"veritas/command": "backfill", "veritas/retry_of": backfill_id}, dynamic_partitions_store=instance,
         asset_graph_subset=remaining, title=f"retry of {backfill_id}", description=old.description,
-        run_config=RUN_CONFIG,
+        run_config=run_config(),
     )
     instance.add_backfill(backfill)
     return backfill.backfill_id
@@ -272,7 +270,7 @@ def stale_backfill(instance, context, found: list[tuple[str, str]], title: str) 
         backfill_id=make_new_backfill_id(), backfill_timestamp=time.time(),
         tags={"veritas/command": "backfill", "veritas/stale": "true"}, dynamic_partitions_store=instance,
         asset_graph_subset=subset, title=title, description=f"veritas backfill --stale: {len(found)} stale",
-        run_config=RUN_CONFIG,
+        run_config=run_config(),
     )
     instance.add_backfill(backfill)
     return backfill.backfill_id
@@ -432,6 +430,13 @@ def stale_rounds(instance, context, stages: list[str], keys: list[str], bars: bo
                        "without settling")
 
 
+def run_config() -> dict:
+    """The runs' console log level (their output is the command's): ``$VERITAS_LOG_LEVEL``, else warnings only."""
+    from dagster_project.core.config_file import log_level
+
+    return {"loggers": {"console": {"config": {"log_level": log_level("WARNING")}}}}
+
+
 def run_backfill(config_path: str | None, first: str | None, last: str | None, until: str | None,
                  start: str | None, retry: str | None, bars: bool, tick: float = 1.0, launch: str = "auto",
                  stale: bool = False) -> int:
@@ -439,6 +444,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
     from dagster_project.core.instance import project_instance
     from dagster_project.partitions import quarterly_partitions, to_label
 
+    run_config()  # a bogus $VERITAS_LOG_LEVEL: one line now, not when the first backfill is made
     config = load_config(config_path)
     os.environ["VERITAS_CONFIG"] = config["path"]  # the code server and the run workers build the same definitions
     if not retry:

@@ -96,6 +96,7 @@ def simulated_leaderboard(config_path: str, quarter: str) -> dict:
 
     from assets.evaluation.leaderboard import REPORT_DIR, load_systems
     from dagster_project.config import load_config
+    from dagster_project.core.config_file import log_level
     from dagster_project.core.instance import project_instance
     from dagster_project.definitions import BOARD_ASSETS, build_resources
 
@@ -104,7 +105,7 @@ def simulated_leaderboard(config_path: str, quarter: str) -> dict:
     result = dg.materialize(BOARD_ASSETS, resources={k: resources[k] for k in ("store", "board")},
                             instance=project_instance(config), raise_on_error=False,
                             run_config={"loggers": {"console": {"config": {
-                                "log_level": os.environ.get("VERITAS_LOG_LEVEL", "WARNING")}}}})
+                                "log_level": log_level("WARNING")}}}})
     if not result.success:
         return {"ok": False, "reason": failure_reason(result)}
     board = json.loads(resources["store"].get_bytes(f"{REPORT_DIR}/leaderboard.json"))["board"]

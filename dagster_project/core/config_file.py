@@ -3,6 +3,7 @@
 
 import difflib
 import os
+import reprlib
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,115 @@ class ConfigError(ValueError):
     """The config file cannot be used as written; the message names the file, the line and the key, and what to do."""
 
 
+# ---- reading hostile YAML: bounded aliases, no key written twice, no value echoed in full -----------------------------
+
+# What aliases may add to a file, all uses together: one per node plus one per character of a scalar. A config file
+# has no need of more (a handful of anchors for shared settings); a "billion laughs" needs millions, and past this
+# bound nothing of the file is built into Python objects, so nothing downstream (a check, a message) can blow it up.
+ALIAS_BUDGET = 10_000
+SHOWN_CHARS = 80  # a value from the file, as a message shows it: at most this many characters, cut with "..."
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = SHOWN_CHARS
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 6, 6, 4, 6
+
+
+def clip(text: object, limit: int = SHOWN_CHARS) -> str:
+    """``text`` as a message shows it: at most ``limit`` characters, the end cut to "..."."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """The ``repr`` of a value read from the file, bounded (never the whole of a huge or deeply nested value)."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is shown by its type
+        text = f"<{type(value).__name__}>"
+    return clip(text, limit)
+
+
+class _Refused(yaml.YAMLError):
+    """What the loader refuses while composing, before any Python object is built: ``line`` is 1-based."""
+
+    def __init__(self, line: int, problem: str):
+        super().__init__(problem)
+        self.line, self.problem = line, problem
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses, as it composes the nodes: aliases that add more than ``ALIAS_BUDGET``
+    nodes and characters, an alias inside the node it names, and a key written twice in one mapping."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.alias_added = 0
+        self.weights: dict[int, int] = {}  # id(node) -> its nodes and characters with its aliases expanded
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = super().compose_node(parent, index)
+            line = event.start_mark.line + 1
+            weight = self.weights.get(id(node))
+            if weight is None:
+                raise _Refused(line, f"the alias *{clip(event.anchor, 40)} is inside the node it names (a loop): "
+                                     "write the value out")
+            self.alias_added += weight
+            if self.alias_added > ALIAS_BUDGET:
+                raise _Refused(line, f"the aliases expand past {ALIAS_BUDGET} values and characters at "
+                                     f"*{clip(event.anchor, 40)} (an alias bomb?): write the values out, or use "
+                                     "fewer aliases")
+            return node
+        node = super().compose_node(parent, index)
+        if isinstance(node, yaml.ScalarNode):
+            weight = 1 + len(node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            weight = 1 + sum(self.weights[id(child)] for child in node.value)
+        else:
+            weight = 1 + sum(self.weights[id(k)] + self.weights[id(v)] for k, v in node.value)
+        self.weights[id(node)] = weight
+        return node
+
+    def compose_mapping_node(self, anchor):
+        node = super().compose_mapping_node(anchor)
+        seen: dict[tuple, yaml.Node] = {}  # (tag, text) of a key -> where it is first written
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            first = seen.setdefault((key_node.tag, key_node.value), key_node)
+            if first is not key_node:
+                one, two = first.start_mark.line + 1, key_node.start_mark.line + 1
+                where = f"on line {one}" if one == two else f"at lines {one} and {two}"
+                raise _Refused(two, f"the key {clip(key_node.value, 40)} is written twice in one mapping, {where}: "
+                                    "keep one (YAML would silently drop the first)")
+        return node
+
+
+def _yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` through ``_BoundedLoader``."""
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _yaml_compose(text: str):
+    """``yaml.compose`` through ``_BoundedLoader``."""
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
+
+
 _MAPPINGS = ("web", "llm", "store", "stages", "executor", "schedule", "pools")  # sections that hold settings by name
 
 
 def nearest(key: object, known) -> str:
     """'; did you mean release_size?' for the known key nearest to a mistyped one ('' when none is near)."""
-    found = difflib.get_close_matches(str(key), [str(k) for k in known], n=1, cutoff=0.6)
+    found = difflib.get_close_matches(clip(key, 200), [str(k) for k in known], n=1, cutoff=0.6)
     return f"; did you mean {found[0]}?" if found else ""
 
 
@@ -36,7 +140,7 @@ def config_line(cfg_path: str | os.PathLike, keys: tuple) -> int | None:
 
     ``keys`` is the path as the file writes it: section names, keys, and list positions (``("sources", 0, "path")``)."""
     try:
-        node = yaml.compose(Path(cfg_path).read_text(encoding="utf-8"))
+        node = _yaml_compose(Path(cfg_path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
     line = node.start_mark.line + 1 if node is not None else None
@@ -59,7 +163,7 @@ def config_line(cfg_path: str | os.PathLike, keys: tuple) -> int | None:
 def config_error(cfg_path: str | os.PathLike, keys: tuple, problem: str) -> ConfigError:
     """``<file>:<line>: <a.b.c>: <problem>``, the line found in the file."""
     line = config_line(cfg_path, keys)
-    dotted = ".".join(f"[{k}]" if isinstance(k, int) else str(k) for k in keys).replace(".[", "[")
+    dotted = ".".join(f"[{k}]" if isinstance(k, int) else clip(k, 40) for k in keys).replace(".[", "[")
     return ConfigError(f"{cfg_path}{f':{line}' if line else ''}: {dotted + ': ' if dotted else ''}{problem}")
 
 
@@ -78,12 +182,16 @@ def _read(cfg_path: Path) -> Any:
     except OSError as err:
         raise ConfigError(f"{cfg_path}: cannot be read ({err.strerror}): check its permissions") from None
     try:
-        return yaml.safe_load(text)
+        return _yaml_load(text)
+    except _Refused as err:
+        raise ConfigError(f"{cfg_path}:{err.line}: {err.problem}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = " ".join(str(getattr(err, "problem", None) or err).split())
+        problem = clip(" ".join(str(getattr(err, "problem", None) or err).split()), 200)
         raise ConfigError(f"{cfg_path}{where}: not valid YAML ({problem}): fix the file there") from None
+    except ValueError as err:  # a value YAML reads but Python refuses to build, e.g. an integer of 5000 digits
+        raise ConfigError(f"{cfg_path}: a value cannot be read ({clip(err, 120)}): fix the file") from None
     except RecursionError:
         raise ConfigError(f"{cfg_path}: nested too deep to be a config file") from None
 
@@ -95,28 +203,96 @@ def _check_shape(raw: dict, cfg_path: Path, known: set[str]) -> None:
             raise config_error(cfg_path, (key,), f"unknown key{nearest(key, known)} (the sections are: "
                                                  f"{', '.join(sorted(known))})")
     if "data_dir" in raw and not isinstance(raw["data_dir"], str):
-        raise config_error(cfg_path, ("data_dir",), f"must be a folder path, not {raw['data_dir']!r}")
+        raise config_error(cfg_path, ("data_dir",), f"must be a folder path, not {shown(raw['data_dir'])}")
     for key in _MAPPINGS:
         if raw.get(key) is not None and not isinstance(raw[key], dict):
             raise config_error(cfg_path, (key,), f"must be a mapping of settings (e.g. '{key}: {{name: value}}'), "
-                                                 f"not {raw[key]!r}")
+                                                 f"not {shown(raw[key])}")
     sources = raw.get("sources")
     if sources is not None and not isinstance(sources, list):
-        raise config_error(cfg_path, ("sources",), f"must be a list of sources ('- kind: datafeed'), not {sources!r}")
+        raise config_error(cfg_path, ("sources",), f"must be a list of sources ('- kind: datafeed'), not {shown(sources)}")
     for i, spec in enumerate(sources or []):
         if not isinstance(spec, dict):
             raise config_error(cfg_path, ("sources", i), f"a source is a mapping such as '{{kind: datafeed, path: "
-                                                         f"feed.json}}', not {spec!r}")
+                                                         f"feed.json}}', not {shown(spec)}")
         if not isinstance(spec.get("path", ""), str):
-            raise config_error(cfg_path, ("sources", i, "path"), f"must be a path or a URL, not {spec['path']!r}")
+            raise config_error(cfg_path, ("sources", i, "path"), f"must be a path or a URL, not {shown(spec['path'])}")
     warc_paths = (raw.get("web") or {}).get("warc_paths", [])
     if not isinstance(warc_paths, list) or not all(isinstance(p, str) for p in warc_paths):
-        raise config_error(cfg_path, ("web", "warc_paths"), f"must be a list of WARC paths, not {warc_paths!r}")
+        raise config_error(cfg_path, ("web", "warc_paths"), f"must be a list of WARC paths, not {shown(warc_paths)}")
     if not isinstance((raw.get("stages") or {}).get("systems_dir") or "", str):
         raise config_error(cfg_path, ("stages", "systems_dir"), "must be a folder path")
     for name, value in (raw.get("pools") or {}).items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise config_error(cfg_path, ("pools", name), f"must be a whole number of steps >= 1, not {value!r}")
+            raise config_error(cfg_path, ("pools", name), f"must be a whole number of steps >= 1, not {shown(value)}")
+    _check_executor(raw.get("executor") or {}, cfg_path)
+    _check_schedule(raw.get("schedule") or {}, cfg_path)
+
+
+# the executor kinds and the settings each takes: what executors.executor_from_config reads, and nothing else
+EXECUTOR_SETTINGS = {"in_process": (), "multiprocess": ("max_concurrent",), "celery": ("broker", "backend", "retries")}
+SCHEDULE_SETTINGS = ("enabled", "cron")  # what schedules.quarterly_schedule reads (the cron is checked by Dagster)
+
+
+def _check_executor(executor: dict, cfg_path: Path) -> None:
+    """The ``executor:`` section as ``executor_from_config`` builds it: a known kind, only that kind's settings,
+    each of the type Dagster's executor takes."""
+    kind = executor.get("kind", "in_process")
+    if not isinstance(kind, str) or kind not in EXECUTOR_SETTINGS:
+        raise config_error(cfg_path, ("executor", "kind"), f"unknown executor{nearest(kind, EXECUTOR_SETTINGS)} "
+                                                           f"(in_process, multiprocess or celery), not {shown(kind)}")
+    takes = EXECUTOR_SETTINGS[kind]
+    for key in executor:
+        if key != "kind" and key not in takes:
+            settings = f"its settings: {', '.join(takes)}" if takes else "it takes no settings"
+            raise config_error(cfg_path, ("executor", key), f"not a setting of the {kind} executor"
+                                                            f"{nearest(key, takes)} ({settings})")
+    value = executor.get("max_concurrent", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise config_error(cfg_path, ("executor", "max_concurrent"), f"must be a whole number of processes >= 0 "
+                                                                     f"(0: one per CPU), not {shown(value)}")
+    for key in ("broker", "backend"):  # left out (or empty): $VERITAS_CELERY_BROKER, else the local Redis
+        value = executor.get(key)
+        if value is not None and (not isinstance(value, str) or "://" not in value):
+            raise config_error(cfg_path, ("executor", key), f"must be a URL such as redis://127.0.0.1:6379/0, "
+                                                            f"not {shown(value)}")
+    if "retries" in executor:
+        value = executor["retries"]
+        if not (isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("enabled", "disabled")
+                and next(iter(value.values())) in (None, {})):
+            raise config_error(cfg_path, ("executor", "retries"), f"must be {{enabled: {{}}}} or {{disabled: {{}}}}, "
+                                                                  f"not {shown(value)}")
+
+
+def _check_schedule(schedule: dict, cfg_path: Path) -> None:
+    """The ``schedule:`` section's keys and their types (``config.check_config`` has Dagster check the cron)."""
+    for key in schedule:
+        if key not in SCHEDULE_SETTINGS:
+            raise config_error(cfg_path, ("schedule", key), f"unknown key{nearest(key, SCHEDULE_SETTINGS)} (the "
+                                                            f"settings: {', '.join(SCHEDULE_SETTINGS)})")
+    if not isinstance(schedule.get("enabled", False), bool):
+        raise config_error(cfg_path, ("schedule", "enabled"), f"must be true or false, not "
+                                                              f"{shown(schedule['enabled'])}")
+    if not isinstance(schedule.get("cron", ""), str):
+        raise config_error(cfg_path, ("schedule", "cron"), f"must be a cron expression such as '0 3 8 1,4,7,10 *', "
+                                                           f"not {shown(schedule['cron'])}")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(default: str = "INFO") -> str:
+    """``$VERITAS_LOG_LEVEL`` (any case), the console log level of the runs a command makes; ``default`` when unset.
+    Set but empty or not a level: a one-line ``ConfigError`` naming the variable and the levels."""
+    raw = os.environ.get("VERITAS_LOG_LEVEL")
+    if raw is None:
+        return default
+    level = raw.strip().upper()
+    if level not in LOG_LEVELS:
+        said = "is empty" if not raw.strip() else f"is {shown(raw)}"
+        raise ConfigError(f"VERITAS_LOG_LEVEL {said}: set it to one of {', '.join(LOG_LEVELS)} (any case), or unset "
+                          "it")
+    return level
 
 
 def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -124,6 +300,13 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
 
     The file's shape is checked here (sections, their kinds); the keys and values of each section are checked
     against the resources that read them by ``dagster_project.config.load_config``. Raises ``ConfigError``."""
+    env = os.environ.get("VERITAS_CONFIG")
+    given = "" if path is None else str(path)
+    if given and not given.strip() and given != env:
+        raise ConfigError(f"the config path is blank ({shown(given)}): give --config a YAML file")
+    if not given.strip() and env is not None and not env.strip():
+        raise ConfigError(f"VERITAS_CONFIG is set but blank ({shown(env)}): set it to a YAML file, or unset it to "
+                          "read veritas.yaml")
     cfg_path = Path(path or os.environ.get("VERITAS_CONFIG") or DEFAULT_CONFIG).resolve()
     raw = _read(cfg_path)
     if raw is None:
