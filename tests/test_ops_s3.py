@@ -224,3 +224,27 @@ def test_warc_pull_brings_the_buckets_archive_to_a_replaying_host(s3, tmp_path, 
     assert page.ok and b"Alex Jones" in page.content
     assert main(["--config", config("replayer", replayer), "warc", "pull"]) == 0  # nothing new: nothing fetched
     assert "pulled 0 WARC file(s)" in capsys.readouterr().out
+
+
+def test_a_forked_worker_builds_its_own_s3_client(tmp_path):
+    """Stages 3 and 4 fork workers that write media to the bucket: a boto3 client (its pooled connections) built in
+    the parent and used in a child interleaved their uploads, and S3 refused them as BadDigest. Each process builds
+    its own client; a thread of the same process shares it."""
+    import os
+
+    from dagster_project.resources.store import StoreResource
+
+    store = StoreResource(root=str(tmp_path / "data"), kind="s3", bucket="veritas-fork", endpoint_url="http://127.0.0.1:9")
+    parent = store.client()
+    assert store.client() is parent
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether it got a client of its own, then leave without pytest's teardown
+        try:
+            os.write(write, b"own" if store.client() is not parent else b"shared")
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 16) == b"own"
+    assert store.client() is parent  # the parent keeps its own

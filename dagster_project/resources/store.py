@@ -61,6 +61,7 @@ class StoreResource(dg.ConfigurableResource):
     warc_dir: str = ""  # s3: a local WARC archive folder mirrored to ``warc/`` after each stage
 
     _client: Any = PrivateAttr(default=None)
+    _client_pid: int = PrivateAttr(default=0)  # the process that built _client
     _media_pulled: bool = PrivateAttr(default=False)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
 
@@ -89,11 +90,12 @@ class StoreResource(dg.ConfigurableResource):
 
     # ---- the S3 client ----------------------------------------------------------------------
     def client(self):
-        """The boto3 S3 client (s3 only), built once per resource instance."""
+        """The boto3 S3 client (s3 only), built once per resource instance and process: a client is not fork-safe (a
+        forked worker of stage 3 or 4 would write into its parent's pooled connections, and S3 answers BadDigest)."""
         if not self.is_s3:
             raise ValueError("the local store has no S3 client")
         with self._lock:
-            if self._client is None:
+            if self._client is None or self._client_pid != os.getpid():
                 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")  # never probe the instance-metadata address
                 import boto3
                 from botocore.config import Config
@@ -109,6 +111,7 @@ class StoreResource(dg.ConfigurableResource):
                     config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 5, "mode": "standard"},
                                   signature_version="s3v4"),
                 )
+                self._client_pid = os.getpid()
                 if self.create_bucket:
                     self._ensure_bucket(self._client)
             return self._client
