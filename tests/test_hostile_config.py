@@ -61,11 +61,14 @@ def _one_line(capsys) -> str:
     return err
 
 
+# the child's own peak resident memory: VmHWM belongs to its address space, made anew at exec, whereas getrusage's
+# ru_maxrss carries over the peak of the process it was forked from (pytest's, over 1 GB late in a full run)
 CHILD = """
-import resource, sys
+import sys
 from dagster_project.cli import main
 rc = main(sys.argv[1:])
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+with open("/proc/self/status") as status:
+    print(next(line.split()[1] for line in status if line.startswith("VmHWM:")))
 sys.exit(rc)
 """
 
