@@ -30,9 +30,8 @@ def write_release(folder: Path, quarter: str = "2025Q3", claims: list | None = N
 # ------------------------------------------------------------------------------------------ export
 
 
-@pytest.fixture
-def store_config(tmp_path):
-    """A config whose store holds one published 2025Q3 release (v1)."""
+def published_store(tmp_path: Path) -> tuple[str, Path]:
+    """A config whose store holds one published 2025Q3 release (v1), and the store's root."""
     from tests.test_release_card import make_release
 
     config = write_demo_config(tmp_path)
@@ -40,6 +39,11 @@ def store_config(tmp_path):
     make_release(root / "releases/2025Q3/v1", "2025Q3")
     (root / "releases/2025Q3/LATEST").write_text("v1")
     return config, root
+
+
+@pytest.fixture
+def store_config(tmp_path):
+    return published_store(tmp_path)
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -280,3 +284,59 @@ def test_the_pipeline_reads_a_short_release_of_no_claims_but_evaluate_refuses_it
     assert load_release(release, allow_empty=True) == []  # the assets: a short release may hold none
     with pytest.raises(ValueError, match="the release holds no claims"):
         load_release(release)
+
+
+# ------------------------------------------------------------------------------------------ issue 51: still accepted
+
+
+def medium(mid: int) -> dict:
+    return {"type": "image", "id": mid, "file_path": f"images/{mid}.jpg", "authenticity": None,
+            "contextualization": None}
+
+
+QUIET_PREDICTIONS = {  # body -> what the one-line error says after the file's name (each was scored before)
+    "a duplicate key in a line": ('{"id": 1, "integrity": 1.0, "integrity": -0.5}',
+                                  "line 1: field integrity: given twice in one record (JSON keeps only the last)"),
+    "a duplicate key in a record": ('[{"id": 1, "integrity": 0.5}, {"id": 2, "id": 3, "integrity": 0.5}]',
+                                    "record 2: field id: given twice in one record"),
+    "a duplicate key in a medium": ('{"id": 1, "media": [{"id": 11, "authenticity": 1, "authenticity": -1}]}',
+                                    "line 1: field media[0].authenticity: given twice"),
+    "a duplicate predictions list": ('{"predictions": [{"id": 1, "integrity": 1}], "predictions": [{"id": 2}]}',
+                                     "field predictions: given twice (JSON keeps only the last)"),
+    "an unknown media id": (lines({"id": 1, "media": [{"id": 99, "authenticity": 0.5}]}),
+                            ("line 1: field media[0].id: 99 is not a medium of claim 1 (it is no medium of the 2025Q3 "
+                             "release; claim 1's: 11)")),
+    "another claim's media id": (lines({"id": 1, "integrity": 0}, {"id": 2, "media": [{"id": 11, "authenticity": 1}]}),
+                                 ("line 2: field media[0].id: 11 is not a medium of claim 2 (it is claim 1's; "
+                                  "claim 2's: 21, 22)")),
+    "integrity as an object without a score": (lines({"id": 1, "integrity": {"value": 0.5}}),
+                                               'line 1: field integrity: {"value": 0.5} has no score'),
+    "a medium score without a score": (lines({"id": 1, "media": [{"id": 11, "authenticity": {"x": 1}}]}),
+                                       'line 1: field media[0].authenticity: {"x": 1} has no score'),
+    "both claim_id and id": (lines({"claim_id": 1, "id": 2, "integrity": 0.5}),
+                             "line 1: field id: 2 given beside claim_id 1; give one of them"),
+    "claims beside predictions": ('{"predictions": [{"id": 1, "integrity": 1}], "claims": [{"id": 2}]}',
+                                  "field claims: given beside predictions; give one list"),
+}
+
+
+@pytest.mark.parametrize("case", list(QUIET_PREDICTIONS))
+def test_evaluate_refuses_what_it_used_to_accept_quietly(tmp_path, case):
+    body, says = QUIET_PREDICTIONS[case]
+    claims = [release_claim(1, -1.0, [medium(11)]), release_claim(2, 0.5, [medium(21), medium(22)]),
+              release_claim(3, 1.0)]
+    release = write_release(tmp_path / "release", claims=claims)
+    rc, out, err = evaluate(tmp_path, body, release=release)
+    assert rc == 2 and out == "", (case, out, err)
+    assert err.startswith(f"veritas evaluate: {tmp_path / 'preds.json'}") and says in err, (case, err)
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_release_claims_file_and_its_own_media_are_still_accepted(tmp_path):
+    claims = [release_claim(1, -1.0, [medium(11)]), release_claim(2, 0.5, [medium(21), medium(22)]),
+              release_claim(3, 1.0)]
+    release = write_release(tmp_path / "release", claims=claims)
+    body = json.dumps({"claims": [{**c, "media": [{**m, "authenticity": {"score": 0.5, "justification": ""}}
+                                                  for m in c["media"]]} for c in claims]})
+    rc, out, err = evaluate(tmp_path, body, release=release)
+    assert rc == 0, err

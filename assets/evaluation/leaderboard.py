@@ -112,22 +112,49 @@ class System(BaseModel):
         return self.contamination_model or (self.member if self.kind == "verifier" else "")
 
 
-def load_systems(folder: str | Path) -> list[System]:
-    """Every ``*.yaml`` in ``folder``, one system each; prediction paths resolve against the file's folder."""
+def read_system_file(path: Path):
+    """A system file's YAML, or a ValueError that names the file and what is wrong: not UTF-8, not YAML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: byte {err.start} is not UTF-8; save the system file as UTF-8") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"{path}: {where}not valid YAML ({problem}); fix the file or move it out of the "
+                         "systems folder") from None
+
+
+def load_systems(folder: str | Path, unreadable: list[str] | None = None) -> list[System]:
+    """Every ``*.yaml`` in ``folder``, one system each; prediction paths resolve against the file's folder.
+
+    ``unreadable``: a list that collects one line per file that is not a UTF-8 YAML mapping (naming it), which is
+    then left out so that the others are still ranked; without it such a file is a ValueError naming it."""
     folder = Path(folder)
     files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     if not files:
         raise FileNotFoundError(f"no systems registered: no *.yaml in {folder} (docs/how-to/score-a-system.md says how to add one)")
     systems = []
     for path in files:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(raw, dict):
-            raise ValueError(f"{path}: a system file is a mapping (name, kind, knowledge_cutoff, ...)")
+        try:
+            raw = read_system_file(path) or {}
+            if not isinstance(raw, dict):
+                raise ValueError(f"{path}: a system file is a mapping (name, kind, knowledge_cutoff, ...)")
+        except ValueError as err:
+            if unreadable is None:
+                raise
+            unreadable.append(str(err))
+            continue
         raw["predictions"] = {q: str((path.parent / p).resolve()) for q, p in (raw.get("predictions") or {}).items()}
         try:
             systems.append(System.model_validate({"name": path.stem, **raw, "source": str(path)}))
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from err
+    if not systems:
+        raise ValueError(f"{folder}: no system file could be read: {'; '.join(unreadable or [])}")
     names = [s.name for s in systems]
     if len(set(names)) != len(names):
         raise ValueError(f"{folder}: system names must be unique, got {sorted(names)}")
@@ -280,6 +307,12 @@ def block(rows: list[dict]) -> dict:
             "coverage": answered / len(rows) if rows else None}
 
 
+def answered_ci(rows: list[dict], resamples: int) -> dict:
+    """``bootstrap_ci`` of scored rows; none where no claim was answered, like the metrics of ``block``: an interval
+    of zeros beside an MSE of "-" would be an interval of nothing the system submitted."""
+    return bootstrap_ci(rows if any(r["answered"] for r in rows) else [], resamples=resamples)
+
+
 def _sums(rows: list[dict]) -> dict:
     """The additive parts of the metrics, so the page can pool any window of quarters without the claims."""
     return {"n": len(rows), "se": math.fsum((r["gold"] - r["pred"]) ** 2 for r in rows),
@@ -294,7 +327,7 @@ def _grouped(rows: list[dict], with_ci: bool, resamples: int) -> dict:
         groups = defaultdict(list)
         for r in rows:
             groups[r[axis]].append(r)
-        out[axis] = {g: {**block(v), **({"ci": bootstrap_ci(v, resamples=resamples)} if with_ci else {})}
+        out[axis] = {g: {**block(v), **({"ci": answered_ci(v, resamples)} if with_ci else {})}
                      for g, v in sorted(groups.items())}
     return out
 
@@ -345,7 +378,7 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
             marked = sum(len(recurring.get(q, ())) for q in qs) if name == "clean" else 0
             windows[name] = {
                 "quarters": qs, "claims": sum(data["claims"][q] for q in qs) - marked, **block(rows),
-                "recurring_left_out": len(pooled) - len(rows), "ci": bootstrap_ci(rows, resamples=resamples),
+                "recurring_left_out": len(pooled) - len(rows), "ci": answered_ci(rows, resamples),
                 "flagged_share": contamination_share([contamination[q] for q in qs if q in contamination]),
                 **_grouped(rows, True, resamples),
             }
@@ -509,7 +542,10 @@ def leaderboard(
     context: dg.AssetExecutionContext, store: StoreResource, board: LeaderboardSettings
 ) -> dg.MaterializeResult:
     try:  # a bad registry or a missing prediction file: the step's own error names the file, not a wrapper's
-        systems = load_systems(board.systems_dir)
+        unreadable: list[str] = []  # a bad file is named, and the other systems still ranked
+        systems = load_systems(board.systems_dir, unreadable)
+        for line in unreadable:
+            context.log.warning(f"leaderboard: system file left out: {line}")
         quarters = store.release_quarters()
         if not quarters:
             raise dg.Failure(f"no release in {store.location}: materialize release, predictions and evaluation first")
@@ -531,6 +567,7 @@ def leaderboard(
         "rejected": dg.MetadataValue.md("\n".join(f"- {r['system']} {r['quarter']}: {r['reason']}"
                                                    for r in data["rejected"]) or "none"),
         "partial": ", ".join(s["name"] for s in ranked["systems"] if s["partial"]) or "none",
+        "unreadable_system_files": dg.MetadataValue.md("\n".join(f"- {line}" for line in unreadable) or "none"),
         "leader": f"{best['name']} (MSE {best['windows']['all']['mse']})" if best["rank"] else "none",
         "report": dg.MetadataValue.path(str(out["json"])), "page": dg.MetadataValue.path(str(out["html"])),
         "longitudinal_plot": dg.MetadataValue.path(str(out["longitudinal_plot"])),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from assets.evaluation.predictions import (
+    KeyedObject,
     MiB,
     parse_json,
     read_json,
@@ -100,6 +101,9 @@ def _integer(value, field: str) -> int:
 def _score(value, field: str):
     """A score given as a number in [-1, 1] or as ``{"score": x}`` (the release format); null for no score."""
     if isinstance(value, dict):
+        if "score" not in value:
+            shown = json.dumps(value, ensure_ascii=False)[:40]
+            raise ValueError(f"field {field}: {shown} has no score; give a number in [-1, 1], {{\"score\": x}} or null")
         value = value.get("score")
         field = f"{field}.score"
     if value is None:
@@ -120,12 +124,30 @@ def _quarter(value, field: str = "quarter") -> str:
         raise ValueError(f"field {field}: {value[:40]!r} is not a quarter; give e.g. 2025Q4") from None
 
 
+def _duplicated(value, field: str = "") -> str:
+    """The first field given twice in one object of ``value`` (read with ``KeyedObject``), as a path such as
+    ``media[0].id``; "" when none is."""
+    if isinstance(value, KeyedObject) and value.duplicates:
+        return f"{field}.{value.duplicates[0]}" if field else str(value.duplicates[0])
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        inner = f"{field}[{key}]" if isinstance(value, list) else f"{field}.{key}" if field else str(key)
+        if found := _duplicated(child, inner):
+            return found
+    return ""
+
+
 def prediction_from_json(raw: dict, quarter: str, system: str) -> Prediction:
     """An outside system's prediction: ``claim_id`` (or ``id``) and scores, as numbers or ``{"score": x}``, read
     strictly: a ValueError names the field and the value that is wrong."""
     if not isinstance(raw, dict):
         shown = json.dumps(raw)[:40] if raw is not None else "null"
         raise ValueError(f"expected an object {RECORD_FIELDS}, got {shown}")
+    if twice := _duplicated(raw):
+        raise ValueError(f"field {twice}: given twice in one record (JSON keeps only the last); keep one")
+    if "claim_id" in raw and "id" in raw:
+        raise ValueError(f"field id: {json.dumps(raw['id'], ensure_ascii=False)[:20]} given beside claim_id "
+                         f"{json.dumps(raw['claim_id'], ensure_ascii=False)[:20]}; give one of them")
     key = "claim_id" if "claim_id" in raw else "id" if "id" in raw else None
     if key is None:
         raise ValueError("field claim_id: missing; every prediction names the release claim it scores (claim_id or id)")
@@ -168,17 +190,22 @@ def _records(text: str, path: Path) -> tuple[list, str, dict]:
         raise ValueError(f"{path}: is empty; give a JSON list, JSON Lines or {{\"predictions\": [...]}} of "
                          f"{RECORD_FIELDS}")
     try:
-        payload = json.loads(text, parse_constant=reject_constant)
+        payload = json.loads(text, parse_constant=reject_constant, object_pairs_hook=KeyedObject)
         lines = None
     except json.JSONDecodeError:
         lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
         first = lines[0][1].lstrip() if lines else ""
         if not first.startswith("{") or len(lines) < 2:  # a broken JSON document, not JSON Lines: say where
             parse_json(text, path, what)
-        return [parse_json(line, path, what, n) for n, line in lines], "line", {}
+        return [parse_json(line, path, what, n, KeyedObject) for n, line in lines], "line", {}
     except (RecursionError, ValueError):
         parse_json(text, path, what)  # raises the message that names the file
     if isinstance(payload, dict) and ("predictions" in payload or "claims" in payload):
+        if "predictions" in payload and "claims" in payload:
+            raise ValueError(f"{path}: field claims: given beside predictions; give one list of predictions")
+        for field in ("predictions", "claims", "system", "quarter"):
+            if field in getattr(payload, "duplicates", ()):
+                raise ValueError(f"{path}: field {field}: given twice (JSON keeps only the last); keep one")
         records = payload["predictions"] if "predictions" in payload else payload["claims"]
         if not isinstance(records, list):
             raise ValueError(f"{path}: field {'predictions' if 'predictions' in payload else 'claims'}: "
@@ -239,10 +266,24 @@ def read_predictions(path: Path, quarter: str = "", system: str = "",
 
 
 def check_claim_ids(path: Path, located: list[Located], gold: dict[str, list[ReleaseClaim]]) -> None:
-    """Every prediction scores a claim of its quarter's release: an unknown id is an error naming where it was read."""
-    known = {q: {c.id for c in claims} for q, claims in gold.items()}
-    unknown = [f"{where}: field claim_id: {p.claim_id} is not a claim of the {p.quarter} release"
-               for where, p in located if p.quarter in known and p.claim_id not in known[p.quarter]]
+    """Every prediction scores a claim of its quarter's release, and each of its media one of that claim's media:
+    an unknown id is an error naming where it was read and the field."""
+    media = {q: {c.id: [m.id for m in c.media] for c in claims} for q, claims in gold.items()}
+    unknown = []
+    for where, p in located:
+        if p.quarter not in media:
+            continue
+        if p.claim_id not in media[p.quarter]:
+            unknown.append(f"{where}: field claim_id: {p.claim_id} is not a claim of the {p.quarter} release")
+            continue
+        own = media[p.quarter][p.claim_id]
+        for i, m in enumerate(p.media):
+            if m.id not in own:
+                owner = next((c for c, ids in media[p.quarter].items() if m.id in ids), None)
+                whose = f"claim {owner}'s" if owner is not None else f"no medium of the {p.quarter} release"
+                unknown.append(f"{where}: field media[{i}].id: {m.id} is not a medium of claim {p.claim_id} "
+                               f"(it is {whose}; claim {p.claim_id}'s: {', '.join(map(str, own)) or 'none'})")
+                break
     if unknown:
         more = f" (and {len(unknown) - MAX_ERRORS_SHOWN} more)" if len(unknown) > MAX_ERRORS_SHOWN else ""
         raise ValueError(f"{path}: " + "; ".join(unknown[:MAX_ERRORS_SHOWN]) + more +

@@ -47,6 +47,20 @@ def reject_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+class KeyedObject(dict):
+    """A JSON object as a dict that remembers the keys the text gave more than once (``json.loads`` keeps only the
+    last value of each): use the class as ``object_pairs_hook``."""
+
+    duplicates: tuple[str, ...] = ()
+
+    def __init__(self, pairs=()):
+        pairs = list(pairs)
+        super().__init__(pairs)
+        if len(self) < len(pairs):
+            seen: set = set()
+            self.duplicates = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))
+
+
 def read_json(path: Path, max_bytes: int, what: str):
     """One JSON document from ``path``, or a ValueError that names the file, the line and column, and what to do:
     a folder, a file over ``max_bytes`` (checked before it is read), bytes that are not UTF-8, NaN or Infinity,
@@ -80,10 +94,11 @@ def read_text(path: Path, max_bytes: int, what: str) -> str:
         raise ValueError(f"{path}: line {line}: byte {err.start} is not UTF-8; save {what} as UTF-8") from None
 
 
-def parse_json(text: str, path: Path, what: str, line: int = 0):
-    """``text`` as JSON (``line``: the line of ``path`` it came from, for JSON Lines)."""
+def parse_json(text: str, path: Path, what: str, line: int = 0, object_pairs_hook=None):
+    """``text`` as JSON (``line``: the line of ``path`` it came from, for JSON Lines); ``object_pairs_hook`` as for
+    ``json.loads`` (e.g. ``KeyedObject``, which keeps a duplicated key's name)."""
     try:
-        return json.loads(text, parse_constant=reject_constant)
+        return json.loads(text, parse_constant=reject_constant, object_pairs_hook=object_pairs_hook)
     except json.JSONDecodeError as err:
         where = f"line {line}" if line else f"line {err.lineno} column {err.colno}"
         raise ValueError(f"{path}: {where}: not valid JSON ({err.msg}); {what} is JSON") from None

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -49,6 +50,23 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def ledger_failure(path: Path, err: BaseException) -> str:
+    """One line for a ledger that cannot be read: a read-only folder or mount, a full disk, or not a ledger."""
+    from dagster_project.core.store_paths import FULL, READ_ONLY, storage_failure
+
+    kind = storage_failure(err)
+    first = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+    if kind == READ_ONLY:
+        advice = ("it lies on a read-only file or mount, and SQLite writes beside it to read it (its -wal/-shm "
+                  "files; an older ledger is upgraded in place): copy it with its -wal file to a writable folder and "
+                  "point llm.cache_path in the config at the copy")
+    elif kind == FULL:
+        advice = "the disk under it is full: free space there and run it again"
+    else:
+        advice = "check that llm.cache_path in the config names the LLM cache file (llm_cache.sqlite)"
+    return f"veritas costs: cannot read the LLM ledger {path} ({first}): {advice}"
+
+
 def run(args: argparse.Namespace) -> int:
     from dagster_project.core.config_file import load_config
     from dagster_project.core.cost_ledger import read_report
@@ -64,10 +82,14 @@ def run(args: argparse.Namespace) -> int:
     if not path.exists():
         print(f"LLM ledger: no cache file at {path} (no model stage has run with this config)")
         return 0
-    report = read_report(path, quarter)
-    if report is None:  # an older ledger: the resource adds the new columns first
-        from dagster_project.resources.llm import LLMResource
+    try:
+        report = read_report(path, quarter)
+        if report is None:  # an older ledger: the resource adds the new columns first
+            from dagster_project.resources.llm import LLMResource
 
-        report = LLMResource(cache_path=str(path), members=[]).ledger_report(quarter)
+            report = LLMResource(cache_path=str(path), members=[]).ledger_report(quarter)
+    except (sqlite3.Error, OSError) as err:
+        print(ledger_failure(path, err), file=sys.stderr)
+        return 2
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0

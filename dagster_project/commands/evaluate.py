@@ -49,20 +49,67 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     return [p, a]
 
 
-def averitec(args: argparse.Namespace) -> int:
-    import json
+def averitec_items(gold_path: str, predictions_path: str) -> list[dict]:
+    """The gold records joined with the predictions, read strictly: a ValueError names the file, the record and the
+    field (a file that is not a list, a record that is not an object, evidence that is not a list of objects)."""
+    from assets.evaluation.predictions import MiB, read_json
 
-    from assets.evaluation.evidence_scoring import averitec_score
-
-    gold = json.loads(Path(args.gold).read_text(encoding="utf-8"))
-    preds = json.loads(Path(args.predictions).read_text(encoding="utf-8"))
-    by_id = {int(p["claim_id"]): p for p in preds if "claim_id" in p}
+    gold = read_json(Path(gold_path), 1024 * MiB, "an AVeriTeC gold file")
+    preds = read_json(Path(predictions_path), 1024 * MiB, "an AVeriTeC predictions file")
+    for path, payload, what in ((gold_path, gold, "AVeriTeC records {claim, label, questions}"),
+                                (predictions_path, preds, "predictions {pred_label, evidence}")):
+        if not isinstance(payload, list):
+            kind = "an object" if isinstance(payload, dict) else json_shown(payload)
+            raise ValueError(f"{path}: expected a JSON list of {what}, got {kind}")
+        for i, record in enumerate(payload, 1):
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}: record {i}: expected an object of {what}, got {json_shown(record)}")
+    for i, record in enumerate(gold, 1):
+        questions = record.get("questions")
+        if questions is not None and (not isinstance(questions, list) or not all(isinstance(q, dict) for q in questions)):
+            raise ValueError(f"{gold_path}: record {i}: field questions: expected a list of {{question, answers}}")
+    by_id = {}
+    for i, p in enumerate(preds, 1):
+        for field in ("evidence", "pred_questions"):
+            value = p.get(field)
+            if value is not None and (not isinstance(value, list) or not all(isinstance(q, dict) for q in value)):
+                raise ValueError(f"{predictions_path}: record {i}: field {field}: {json_shown(value)} is not a list "
+                                 "of {question, answer}; give [{\"question\": ..., \"answer\": ...}]")
+        if "claim_id" in p:
+            cid = p["claim_id"]
+            if isinstance(cid, str) and cid.isascii() and cid.isdigit() and len(cid) < 19:
+                cid = int(cid)
+            if isinstance(cid, bool) or not isinstance(cid, int) or not 0 <= cid < len(gold):
+                raise ValueError(f"{predictions_path}: record {i}: field claim_id: {json_shown(cid)} is not an index "
+                                 f"into the gold file (0 to {len(gold) - 1})")
+            if cid in by_id:
+                raise ValueError(f"{predictions_path}: record {i}: field claim_id: {cid} is predicted twice")
+            by_id[cid] = p
     items = []
     for i, record in enumerate(gold):
         p = by_id.get(i) if by_id else (preds[i] if i < len(preds) else None)
         p = p or {}
         items.append({**record, "claim_id": i, "pred_label": p.get("pred_label", p.get("label", "")),
-                      "pred_questions": p.get("evidence", p.get("pred_questions", []))})
+                      "pred_questions": p.get("evidence", p.get("pred_questions", [])) or []})
+    return items
+
+
+def json_shown(value) -> str:
+    import json
+
+    return "null" if value is None else json.dumps(value, ensure_ascii=False)[:40]
+
+
+def averitec(args: argparse.Namespace) -> int:
+    import json
+
+    from assets.evaluation.evidence_scoring import averitec_score
+
+    try:
+        items = averitec_items(args.gold, args.predictions)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"veritas averitec-score: {err}", file=sys.stderr)
+        return 2
     judge, llm = None, None
     if args.judge_member:
         from assets.evaluation.verifier_judge import LLMJudge
@@ -110,17 +157,74 @@ def coverage_lines(gold: dict, predictions: list, systems: list[str]) -> list[st
     return lines
 
 
+def out_folder_problem(out: Path, root: Path) -> str:
+    """Why the report cannot go to ``out`` ("" when it can): inside the store, which only the pipeline writes (its
+    own evaluation.json, a published release), or a file where a folder is needed."""
+    from dagster_project.core.store_paths import refuse_in_store
+
+    try:
+        refuse_in_store("--out", out, root, ("is", "is inside"),
+                        "only the pipeline writes there (its own reports, the published releases)")
+    except ValueError as err:
+        return str(err)
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file; the report is a folder (evaluation.json, plots): choose a new folder"
+    return ""
+
+
+def option_problem(args: argparse.Namespace) -> str:
+    """Why --max-mb, --cutoff or --contamination cannot be used ("" when they can)."""
+    import math
+
+    from assets.evaluation.evaluation import cutoff_position
+
+    if not math.isfinite(args.max_mb) or args.max_mb <= 0:
+        return f"--max-mb {args.max_mb:g} is not a size: give a positive number of MiB (default 64)"
+    if args.cutoff is not None and args.cutoff.strip().lower() not in ("", "unknown"):
+        try:
+            cutoff_position(args.cutoff.strip())
+        except ValueError:
+            return (f"--cutoff {args.cutoff[:40]!r} is not a knowledge cut-off: give a quarter (2024Q4) or a date "
+                    "(2024-06-30), or leave the option out")
+    if args.contamination is not None and not args.contamination.strip():
+        return ("--contamination is empty: give the path of a contamination.json (the evaluation's contamination "
+                "check writes one), or leave the option out")
+    return ""
+
+
+def read_contamination(path: str) -> dict:
+    """A contamination report, or a ValueError that names the file and what is wrong with it."""
+    from assets.evaluation.predictions import MiB, read_json
+
+    report = read_json(Path(path), 256 * MiB, "a contamination.json")
+    if not isinstance(report, dict) or not isinstance(report.get("models"), dict):
+        raise ValueError(f"{path}: not a contamination report: expected {{\"models\": {{model: {{\"flagged\": "
+                         "[claim ids]}}} (give the --contamination file the contamination check wrote)")
+    return report
+
+
 def run(args: argparse.Namespace) -> int:
-    from assets.evaluation.evaluation import evaluate_quarters, text_table, write_report
+    from assets.evaluation.evaluation import (
+        cutoff_position,
+        evaluate_quarters,
+        text_table,
+        write_report,
+    )
     from assets.evaluation.prediction_files import (
         check_claim_ids,
         find_releases,
         read_predictions,
     )
     from assets.evaluation.predictions import MiB, load_release
-    from assets.evaluation.verifier_contamination import controlled_ids, load_report
+    from assets.evaluation.verifier_contamination import controlled_ids
     from assets.release.recurring import recurring_ids
+    from dagster_project.core.store_paths import store_root
 
+    root = store_root(getattr(args, "config", None))
+    problem = option_problem(args) or (out_folder_problem(Path(args.out), root) if args.out else "")
+    if problem:
+        print(f"veritas evaluate: {problem}", file=sys.stderr)
+        return 2
     try:  # the release first: its faults are named as the release's, never as the predictions'
         releases = find_releases(Path(args.release))
         gold = {q: load_release(folder) for q, folder in releases.items()}
@@ -147,18 +251,41 @@ def run(args: argparse.Namespace) -> int:
     systems = sorted({p.system for p in predictions})
     for line in coverage_lines(gold, predictions, systems):  # first, before any MSE
         print(line)
+    def out_of(system: str) -> Path:
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in system)
+        return Path(args.out) if args.out and len(systems) == 1 else Path(args.out or ".") / f"evaluation-{safe}"
+
+    try:
+        contamination = read_contamination(args.contamination) if args.contamination else None
+    except (ValueError, FileNotFoundError) as err:
+        print(f"veritas evaluate: --contamination: {err}", file=sys.stderr)
+        return 2
+    for system in systems:  # every report folder checked before any is written
+        if problem := out_folder_problem(out_of(system), root):
+            print(f"veritas evaluate: {problem}", file=sys.stderr)
+            return 2
     cutoff = args.cutoff if args.cutoff is not None else _config_cutoff(getattr(args, "config", None))
+    cutoff = "" if cutoff.strip().lower() == "unknown" else cutoff.strip()
+    try:
+        cutoff_position(cutoff)
+    except ValueError:  # --cutoff was checked above: this one is the config's
+        print(f"veritas evaluate: stages.knowledge_cutoff {cutoff[:40]!r} in the config is not a knowledge cut-off: "
+              "give a quarter (2024Q4) or a date (2024-06-30) there, or pass --cutoff", file=sys.stderr)
+        return 2
     recurring = {q: set(recurring_ids(folder)) for q, folder in releases.items()}  # left out of the after-cut-off view
     for system in systems:
         data = {q: (g, [p for p in predictions if p.quarter == q and p.system == system]) for q, g in gold.items()}
         full = evaluate_quarters(data, cutoff, system, recurring)
-        if args.contamination:
-            keep = controlled_ids(load_report(args.contamination), [c.id for g in gold.values() for c in g])
+        if contamination is not None:
+            keep = controlled_ids(contamination, [c.id for g in gold.values() for c in g])
             controlled = {q: ([c for c in g if c.id in keep], ps) for q, (g, ps) in data.items()}
             full["contamination_controlled"] = evaluate_quarters(controlled, cutoff, system)["overall"]
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in system)
-        out = Path(args.out) if args.out and len(systems) == 1 else Path(args.out or ".") / f"evaluation-{safe}"
-        paths = write_report(full, out)
+        try:
+            paths = write_report(full, out_of(system))
+        except OSError as err:
+            print(f"veritas evaluate: cannot write the report to {out_of(system)}: {err.strerror or err}; free "
+                  "space or choose another --out", file=sys.stderr)
+            return 2
         print(text_table(full), end="")
         for kind, path in paths.items():
             print(f"[veritas] {kind}: {path}")

@@ -3,14 +3,21 @@
 
 An export never deletes and never writes into the store: ``--out`` may not lie inside the store's folder or contain it,
 and a folder that holds anything already is refused unless ``--force``; even then what the export would replace is
-moved aside (``NAME.replaced-<time>``), never removed.
+moved aside (``NAME.replaced-<time>``), never removed. It is written into a temporary folder beside ``--out`` and
+moved into place only when complete: a failure (a full disk) leaves nothing behind but a one-line reason.
 """
 
 import argparse
+import os
+import secrets
 import shutil
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+
+from dagster_project.core.atomic_files import TMP_PREFIX
+from dagster_project.core.store_paths import store_root
 
 
 def register(subparsers) -> list[argparse.ArgumentParser]:
@@ -31,13 +38,6 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
                         "already there is kept beside it as NAME.replaced-<time>, nothing is deleted")
     p.set_defaults(handler=run)
     return [p]
-
-
-def store_root(config_path: str | None) -> Path:
-    """The local store folder (with S3: its working copy), which an export must stay out of."""
-    from dagster_project.core.config_file import load_config
-
-    return Path(load_config(config_path)["store"]["root"]).expanduser().resolve()
 
 
 def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, Path]:
@@ -76,11 +76,10 @@ def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, P
 
 def check_out(out: Path, root: Path, force: bool) -> None:
     """Refuse an ``--out`` that overlaps the store's folder, is a file, or (without ``force``) holds anything."""
-    target, root = Path(out).expanduser().resolve(), Path(root).resolve()
-    if target == root or root in target.parents or target in root.parents:
-        where = "is" if target == root else "is inside" if root in target.parents else "contains"
-        raise ValueError(f"--out {out} {where} the store {root} (its tables and releases): an export is a copy "
-                         "outside it; choose a folder outside the store")
+    from dagster_project.core.store_paths import refuse_in_store
+
+    refuse_in_store("--out", out, root)
+    target = Path(out).expanduser().resolve()
     if target.exists() and not target.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder: choose a new or empty folder")
     if target.is_dir() and not force:
@@ -114,14 +113,56 @@ def copy_release(folder: Path, target: Path) -> Path:
     return target
 
 
+def write_staged(out: Path, write: Callable[[Path], object], force: bool = False) -> list[Path]:
+    """``write(folder)`` into a new temporary folder beside ``out`` (inside it when it exists), then moved into place:
+    renamed to ``out`` when that does not exist yet, else entry by entry into it (with ``force``, what they replace
+    is set aside first).
+    On any failure the temporary folder is removed and ``out`` is as it was; the error goes on. The paths written."""
+    out = Path(out).expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    beside = out if out.is_dir() else out.parent  # an existing folder (a mount point, say): on its own disk
+    stage = beside / f"{TMP_PREFIX}{out.name}-{secrets.token_hex(4)}"
+    stage.mkdir()
+    try:
+        write(stage)
+        entries = sorted(stage.iterdir())
+        if not out.exists():
+            os.replace(stage, out)
+            return [out / p.name for p in entries]
+        for entry in entries:
+            if force:  # only now, when the new copy is complete: the earlier one is kept beside it
+                set_aside(out / entry.name)
+            os.replace(entry, out / entry.name)
+        stage.rmdir()
+        return [out / p.name for p in entries]
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def write_failure(out: Path, err: OSError) -> str:
+    """One line for an export that could not be written (a full disk, a read-only or forbidden folder)."""
+    import errno
+
+    advice = {errno.ENOSPC: "free space on that disk or choose an --out on another one",
+              errno.EDQUOT: "free space within your quota or choose an --out on another disk",
+              errno.EROFS: "that file system is read-only: choose an --out on a writable one",
+              errno.EACCES: "you may not write there: choose an --out you own"}
+    reason, code = err.strerror or str(err), err.errno
+    if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) and err.args[0]:
+        reason = str(err.args[0][0][-1])  # copytree gathers each file's error: "[Errno 28] No space left on device"
+        code = next((c for c in advice if f"[Errno {c}]" in reason), None)
+        reason = os.strerror(code) if code else reason.split("] ", 1)[-1]  # not the temporary file's name
+    return (f"veritas export: cannot write --out {out}: {reason}; nothing was exported (the partial copy "
+            f"was removed, {out} is as it was); {advice.get(code, 'fix that and run it again')}")
+
+
 def export_release(config_path: str | None, quarter: str, out: str, force: bool = False) -> Path:
     """One quarter's current release copied to ``<out>/<quarter>``."""
     check_out(Path(out), store_root(config_path), force)
     (label, folder), = latest_releases(config_path, [quarter]).items()
-    target = Path(out) / label
-    if force:
-        set_aside(target)
-    return copy_release(folder, target)
+    write_staged(Path(out), lambda stage: copy_release(folder, stage / label), force)
+    return Path(out) / label
 
 
 def quarters_of(args: argparse.Namespace) -> list[str]:
@@ -139,14 +180,19 @@ def run(args: argparse.Namespace) -> int:
     quarters = quarters_of(args)
     check_out(out, store_root(config_path), args.force)
     releases = latest_releases(config_path, quarters)
-    if args.force:  # only now, when every check passed: the earlier copies are kept beside the new ones
-        for name in [*releases, *(["README.md", "croissant.json"] if args.format == "hf" else [])]:
-            set_aside(out / name)
     if args.format == "hf":
         from assets.release.card import export_hf
 
-        print(export_hf(releases, out))
-        return 0
-    for label, folder in releases.items():
-        print(copy_release(folder, out / label))
+        def write(stage: Path) -> None:
+            export_hf(releases, stage)
+    else:
+        def write(stage: Path) -> None:
+            for label, folder in releases.items():
+                copy_release(folder, stage / label)
+    try:
+        written = write_staged(out, write, args.force)
+    except OSError as err:
+        print(write_failure(out, err), file=sys.stderr)
+        return 2
+    print(out if args.format == "hf" else "\n".join(map(str, written)))
     return 0

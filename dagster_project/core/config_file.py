@@ -358,7 +358,18 @@ def check_data_dir(config: dict, writes: bool = True) -> None:
             what = "is a file" if found == path else f"cannot be made: {found} is a file"
             raise ConfigError(f"{name} {path} {what}, not a folder: move the file away, or {fix}")
         need = os.R_OK | os.X_OK | (os.W_OK if writes or found != path else 0)
+        if need & os.W_OK and _read_only_mount(found):
+            raise ConfigError(f"{name} {found} is on a read-only file system: no permission makes it writable; "
+                              f"{fix} on a writable disk")
         if not os.access(found, need):
             can = "read and written" if need & os.W_OK else "read"
             raise ConfigError(f"{name} {found} cannot be {can} by this user: give it the permissions "
                               f"(chmod u+rwx {found}), or {fix}")
+
+
+def _read_only_mount(folder: Path) -> bool:
+    """Whether ``folder`` lies on a file system mounted read-only (``statvfs``'s ST_RDONLY flag)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (not POSIX), or the folder vanished: the access check decides
+        return False
