@@ -1,5 +1,6 @@
 """The one config file (YAML) that chooses the sources, the web mode, the models, the store and the data dir."""
 
+import functools
 import inspect
 import os
 import typing
@@ -23,6 +24,7 @@ from dagster_project.stage_settings import STAGE_SETTINGS
 # ---- checking a config file against the resources that read it ------------------------------------------------------
 
 
+@functools.cache  # built once: every command loads the config at its start
 def stages_model() -> type[pydantic.BaseModel]:
     """Every key of the flat ``stages:`` section, each with the field of the stage settings model that owns it
     (stage_settings.STAGE_SETTINGS): the file is checked as one section, and read as one model per stage."""

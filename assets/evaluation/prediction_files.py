@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from assets.evaluation.predictions import (
     KeyedObject,
+    json_shown,
     MiB,
     parse_json,
     read_json,
@@ -102,21 +103,21 @@ def _score(value, field: str):
     """A score given as a number in [-1, 1] or as ``{"score": x}`` (the release format); null for no score."""
     if isinstance(value, dict):
         if "score" not in value:
-            shown = json.dumps(value, ensure_ascii=False)[:40]
+            shown = json_shown(value)
             raise ValueError(f"field {field}: {shown} has no score; give a number in [-1, 1], {{\"score\": x}} or null")
         value = value.get("score")
         field = f"{field}.score"
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not -1 <= value <= 1:
-        shown = json.dumps(value, ensure_ascii=False)[:40]
+        shown = json_shown(value)
         raise ValueError(f"field {field}: {shown} is not a score; give a number in [-1, 1] or null")
     return float(value)
 
 
 def _quarter(value, field: str = "quarter") -> str:
     if not isinstance(value, str) or not value.isascii():
-        shown = json.dumps(value, ensure_ascii=False)[:40]
+        shown = json_shown(value)
         raise ValueError(f"field {field}: {shown} is not a quarter; give e.g. 2025Q4")
     try:
         return to_label(value)
@@ -146,14 +147,14 @@ def prediction_from_json(raw: dict, quarter: str, system: str) -> Prediction:
     if twice := _duplicated(raw):
         raise ValueError(f"field {twice}: given twice in one record (JSON keeps only the last); keep one")
     if "claim_id" in raw and "id" in raw:
-        raise ValueError(f"field id: {json.dumps(raw['id'], ensure_ascii=False)[:20]} given beside claim_id "
-                         f"{json.dumps(raw['claim_id'], ensure_ascii=False)[:20]}; give one of them")
+        raise ValueError(f"field id: {json_shown(raw['id'], 20)} given beside claim_id "
+                         f"{json_shown(raw['claim_id'], 20)}; give one of them")
     key = "claim_id" if "claim_id" in raw else "id" if "id" in raw else None
     if key is None:
         raise ValueError("field claim_id: missing; every prediction names the release claim it scores (claim_id or id)")
     media = raw.get("media")
     if media is not None and not isinstance(media, list):
-        raise ValueError(f"field media: {json.dumps(media, ensure_ascii=False)[:40]} is not a list; give "
+        raise ValueError(f"field media: {json_shown(media)} is not a list; give "
                          "[{id, authenticity, contextualization}] or leave it out")
     predicted_media = []
     for i, m in enumerate(media or []):

@@ -47,6 +47,11 @@ def reject_constant(name: str):
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+def json_shown(value, limit: int = 40) -> str:
+    """A value from a JSON file as a message shows it: its JSON text (non-ASCII kept), cut to ``limit`` characters."""
+    return json.dumps(value, ensure_ascii=False)[:limit]
+
+
 class KeyedObject(dict):
     """A JSON object as a dict that remembers the keys the text gave more than once (``json.loads`` keeps only the
     last value of each): use the class as ``object_pairs_hook``."""

@@ -52,7 +52,7 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
 def averitec_items(gold_path: str, predictions_path: str) -> list[dict]:
     """The gold records joined with the predictions, read strictly: a ValueError names the file, the record and the
     field (a file that is not a list, a record that is not an object, evidence that is not a list of objects)."""
-    from assets.evaluation.predictions import MiB, read_json
+    from assets.evaluation.predictions import MiB, json_shown, read_json
 
     gold = read_json(Path(gold_path), 1024 * MiB, "an AVeriTeC gold file")
     preds = read_json(Path(predictions_path), 1024 * MiB, "an AVeriTeC predictions file")
@@ -92,12 +92,6 @@ def averitec_items(gold_path: str, predictions_path: str) -> list[dict]:
         items.append({**record, "claim_id": i, "pred_label": p.get("pred_label", p.get("label", "")),
                       "pred_questions": p.get("evidence", p.get("pred_questions", [])) or []})
     return items
-
-
-def json_shown(value) -> str:
-    import json
-
-    return "null" if value is None else json.dumps(value, ensure_ascii=False)[:40]
 
 
 def averitec(args: argparse.Namespace) -> int:
@@ -163,8 +157,8 @@ def out_folder_problem(out: Path, root: Path) -> str:
     from dagster_project.core.store_paths import refuse_in_store
 
     try:
-        refuse_in_store("--out", out, root, ("is", "is inside"),
-                        "only the pipeline writes there (its own reports, the published releases)")
+        refuse_in_store("--out", out, root, "only the pipeline writes there (its own reports, the published releases)",
+                        ("is", "is inside"))
     except ValueError as err:
         return str(err)
     if out.exists() and not out.is_dir():
@@ -172,20 +166,32 @@ def out_folder_problem(out: Path, root: Path) -> str:
     return ""
 
 
+def as_cutoff(value: str) -> str:
+    """A knowledge cut-off as the evaluation reads it: blank or "unknown" is none ("")."""
+    value = value.strip()
+    return "" if value.lower() == "unknown" else value
+
+
+def is_cutoff(value: str) -> bool:
+    """Whether ``value`` (after ``as_cutoff``) is none, a quarter or a date the evaluation can place."""
+    from assets.evaluation.evaluation import cutoff_position
+
+    try:
+        cutoff_position(value)
+    except ValueError:
+        return False
+    return True
+
+
 def option_problem(args: argparse.Namespace) -> str:
     """Why --max-mb, --cutoff or --contamination cannot be used ("" when they can)."""
     import math
 
-    from assets.evaluation.evaluation import cutoff_position
-
     if not math.isfinite(args.max_mb) or args.max_mb <= 0:
         return f"--max-mb {args.max_mb:g} is not a size: give a positive number of MiB (default 64)"
-    if args.cutoff is not None and args.cutoff.strip().lower() not in ("", "unknown"):
-        try:
-            cutoff_position(args.cutoff.strip())
-        except ValueError:
-            return (f"--cutoff {args.cutoff[:40]!r} is not a knowledge cut-off: give a quarter (2024Q4) or a date "
-                    "(2024-06-30), or leave the option out")
+    if args.cutoff is not None and not is_cutoff(as_cutoff(args.cutoff)):
+        return (f"--cutoff {args.cutoff[:40]!r} is not a knowledge cut-off: give a quarter (2024Q4) or a date "
+                "(2024-06-30), or leave the option out")
     if args.contamination is not None and not args.contamination.strip():
         return ("--contamination is empty: give the path of a contamination.json (the evaluation's contamination "
                 "check writes one), or leave the option out")
@@ -205,7 +211,6 @@ def read_contamination(path: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from assets.evaluation.evaluation import (
-        cutoff_position,
         evaluate_quarters,
         text_table,
         write_report,
@@ -264,11 +269,8 @@ def run(args: argparse.Namespace) -> int:
         if problem := out_folder_problem(out_of(system), root):
             print(f"veritas evaluate: {problem}", file=sys.stderr)
             return 2
-    cutoff = args.cutoff if args.cutoff is not None else _config_cutoff(getattr(args, "config", None))
-    cutoff = "" if cutoff.strip().lower() == "unknown" else cutoff.strip()
-    try:
-        cutoff_position(cutoff)
-    except ValueError:  # --cutoff was checked above: this one is the config's
+    cutoff = as_cutoff(args.cutoff if args.cutoff is not None else _config_cutoff(getattr(args, "config", None)))
+    if not is_cutoff(cutoff):  # --cutoff was checked above: this one is the config's
         print(f"veritas evaluate: stages.knowledge_cutoff {cutoff[:40]!r} in the config is not a knowledge cut-off: "
               "give a quarter (2024Q4) or a date (2024-06-30) there, or pass --cutoff", file=sys.stderr)
         return 2

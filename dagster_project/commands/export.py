@@ -78,7 +78,7 @@ def check_out(out: Path, root: Path, force: bool) -> None:
     """Refuse an ``--out`` that overlaps the store's folder, is a file, or (without ``force``) holds anything."""
     from dagster_project.core.store_paths import refuse_in_store
 
-    refuse_in_store("--out", out, root)
+    refuse_in_store("--out", out, root, "an export is a copy outside it")
     target = Path(out).expanduser().resolve()
     if target.exists() and not target.is_dir():
         raise ValueError(f"--out {out} is a file, not a folder: choose a new or empty folder")

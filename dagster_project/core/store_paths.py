@@ -25,13 +25,14 @@ def store_overlap(path: Path, root: Path) -> str:
     return ""
 
 
-def refuse_in_store(option: str, path: Path, root: Path, refused: tuple[str, ...] = ("is", "is inside", "contains"),
-                    what: str = "an export is a copy outside it") -> None:
-    """A ValueError naming ``option`` when ``path`` overlaps the store in one of the ``refused`` ways."""
+def refuse_in_store(option: str, path: Path, root: Path, why: str,
+                    refused: tuple[str, ...] = ("is", "is inside", "contains")) -> None:
+    """A ValueError naming ``option`` when ``path`` overlaps the store in one of the ``refused`` ways, saying ``why``
+    the command may not write there."""
     where = store_overlap(path, root)
     if where in refused:
         raise ValueError(f"{option} {path} {where} the store {Path(root).resolve()} (its tables and releases): "
-                         f"{what}; choose a folder outside the store")
+                         f"{why}; choose a folder outside the store")
 
 
 FULL, READ_ONLY = "full", "read-only"
