@@ -85,6 +85,7 @@ def run_stoppable(command: str, work) -> int:
     import signal
     import threading
 
+    from dagster_project.core.stop_hooks import run_stop_hooks
     from dagster_project.resources.llm import request_stop
     from dagster_project.resources.local_llm import stop_all
 
@@ -110,6 +111,7 @@ def run_stoppable(command: str, work) -> int:
     if received:  # our handler stays: a second Ctrl-C during the stop changes nothing
         name = signal.Signals(received[0]).name
         request_stop(f"{name} received")
+        run_stop_hooks()  # child processes and scratch folders of the work under way (e.g. a feed read in ranges)
         servers = stop_all()
         panels = list(SIM_PANELS)
         for panel in panels:  # the demo's simulated panel: its port closes before the process exits

@@ -1,5 +1,6 @@
 """Every record that crosses a stage boundary. Tables between stages are polars frames of these."""
 
+import re
 from datetime import date, datetime
 from typing import Literal
 
@@ -14,14 +15,29 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=False)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """Text with each lone surrogate (a JSON escape such as ``\\ud800``, or a byte that was not UTF-8 as the
+    ``surrogateescape`` decoder holds it) written as its ``\\uXXXX`` escape: valid UTF-8, and the input recoverable."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if _SURROGATE.search(text) else text
+
+
 class QuarantineRecord(Record):
-    """A row that failed validation or parsing; kept with the reason, never silently dropped."""
+    """A row that failed validation or parsing; kept with the reason, never silently dropped. It holds any text it
+    is given: lone surrogates are escaped (``escape_surrogates``), so writing the quarantine never fails on them."""
 
     stage: str
     quarter: str
     reason: str
     source: str = ""
     record: str  # the offending input, as JSON text
+
+    @field_validator("stage", "quarter", "reason", "source", "record", mode="after")
+    @classmethod
+    def _writable(cls, value: str) -> str:
+        return escape_surrogates(value)
 
 
 class Review(Record):

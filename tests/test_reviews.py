@@ -364,7 +364,6 @@ def _malformed_sources():
     return [
         ("datafeed", "bad_feed.json", {"@type": "DataFeed", "dataFeedElement": elements}),
         ("datafeed", "not_a_feed.json", [1, 2, 3]),
-        ("datafeed", "feed_elements_not_list.json", {"dataFeedElement": {"item": []}}),
         ("factcheck_api", "bad_api.json", api),
         ("factcheck_api", "not_api.json", "nonsense"),
     ]
@@ -372,7 +371,8 @@ def _malformed_sources():
 
 def _expected_malformed_reasons() -> Counter:
     expected = Counter(reason for _, reason in BAD_ITEMS + ELEMENTS_BAD)
-    expected.update({"feed_without_dataFeedElement": 2, "api_without_claims": 1, "claim_without_claimReview": 3,
+    # not_a_feed.json is a bare array: its three entries are read, and quarantined as what they are
+    expected.update({"element_without_items": 3, "api_without_claims": 1, "claim_without_claimReview": 3,
                      "not_an_object": 1, "claim_text_not_a_string": 1, "claim_date_after_review_date": 1})
     return expected
 
@@ -385,7 +385,7 @@ def test_malformed_feed_is_quarantined_with_stable_reasons():
     assert late == 4
     assert _quarantine_reasons(bad) == dict(expected)
     assert dict(stats.drops) == {"claim_date_after_review_date": 4, "duplicate": 0}
-    assert len(bad) == 63
+    assert len(bad) == 64
     assert len(good) == len(GOOD_ODDITIES) + 1
     assert stats.rows_in == len(bad) + 4 + len(good)
     assert all(q.stage == "reviews" and q.quarter == "all" and q.record for q in bad)
@@ -395,8 +395,9 @@ def test_malformed_feed_is_quarantined_with_stable_reasons():
     assert by_url["https://fullfact.org/online/case-100/"].publisher_name == ""
     assert by_url["https://fullfact.org/online/case-101/"].publisher_name == "Full Fact"
     assert by_url["https://fullfact.org/online/case-102/"].publisher_name == "Full Fact"
-    assert by_url["https://fullfact.org/online/case-103/"].rating_text == ""
-    assert by_url["https://fullfact.org/online/case-104/"].claim_date is None
+    # issue 51: a rating given as its text keeps the text, a one-item list of the claim keeps the claim's date
+    assert by_url["https://fullfact.org/online/case-103/"].rating_text == "False"
+    assert by_url["https://fullfact.org/online/case-104/"].claim_date == date(2020, 4, 30)
     assert by_url["https://fullfact.org/online/case-105/"].language == "7"
     assert by_url["https://fullfact.org/online/case-106/"].appearance_urls == ["https://t.co/a"]
     assert by_url["https://fullfact.org/online/case-107/"].review_date == date(2020, 5, 1)
@@ -412,7 +413,7 @@ def test_malformed_feed_in_another_quarter_keeps_only_undated_failures():
     assert good == []
     reasons = _quarantine_reasons(bad)
     # the dated records belong to 2020Q2; what has no usable date is reported in every partition
-    assert reasons == {"not_an_object": 8, "element_without_items": 5, "feed_without_dataFeedElement": 2,
+    assert reasons == {"not_an_object": 8, "element_without_items": 8,
                        "api_without_claims": 1, "claim_without_claimReview": 3, "no_date": 3}
     assert stats.rows_in == len(bad)
 

@@ -23,6 +23,7 @@ from assets.ingestion.merging import ingest
 from assets.ingestion.sources import (
     FactCheckToolsClient,
     FactCheckToolsError,
+    FeedFileError,
     claimreviews_from_page,
     datafeed_url,
     feed_url_triples,
@@ -104,10 +105,13 @@ def test_stream_malformed_elements_are_quarantined_not_fatal():
     assert len(streamed) == 70
     # the lone surrogate escapes (case-29, case-30) come out as written, as from the parsed feed
     assert streamed == in_memory
-    # the feeds that are not feeds are reported once each, without holding the document
-    assert list(stream_datafeed(io.BytesIO(b"[1, 2, 3]"), "x"))[0][1] == "feed_without_dataFeedElement"
+    # a bare array is read entry by entry; an object with no feed list and no ClaimReview is refused, by name
+    assert [r for _, r, _ in stream_datafeed(io.BytesIO(b"[1, 2, 3]"), "x")] == ["element_without_items"] * 3
     odd = b'{"dataFeedElement": {"item": [{"url": "https://a.org/x", "claimReviewed": "c"}]}, "n": 1}'
-    assert [r for _, r, _ in stream_datafeed(io.BytesIO(odd), "x")] == ["feed_without_dataFeedElement"]
+    with pytest.raises(FeedFileError, match=r"^x: a JSON object with the members 'dataFeedElement', 'n', not a feed"):
+        list(stream_datafeed(io.BytesIO(odd), "x"))
+    with pytest.raises(FeedFileError, match="^x: a JSON object with the members 'dataFeedElement', not a feed"):
+        list(iter_datafeed({"dataFeedElement": {"item": []}}, "x"))
 
 
 def _feed_bytes(elements: list) -> tuple[bytes, list[int]]:

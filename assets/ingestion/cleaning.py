@@ -14,12 +14,12 @@ from datetime import date, datetime, timezone
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any, Callable, Iterable
-from urllib.parse import urlsplit
 
 import polars as pl
 from dateutil import parser as dateparser
 
 from assets.ingestion.sources import ElementRef, normalize_claim_text, read_source
+from assets.ingestion.url_rules import url_problem, without_credentials
 from assets.rules.ids import stable_id
 from dagster_project.core.quarters import FIRST_DAY, LAST_DAY, in_date_range, quarter_of
 from schemas.frames import polars_schema, quarantine
@@ -37,6 +37,15 @@ _EPOCH = re.compile(r"\d{9,13}(\.\d+)?")
 _ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 # two far-apart defaults: a string that leaves the day, month or year to the default parses differently
 _DEFAULTS = (datetime(2001, 2, 3), datetime(2004, 5, 6))
+
+
+class AmbiguousDate(ValueError):
+    """A date written day and month in an order the publisher's locale decides: "12/08/2025" is 8 December in the
+    United States and 12 August in most other places."""
+
+
+# day and month as numbers, then a year: only the order the writer's locale uses tells them apart
+_NUMERIC_DAY = re.compile(r"(\d{1,2})[/.-](\d{1,2})[/.-](\d{2}|\d{4})\b")
 
 
 def parse_date(value: Any) -> date | None:
@@ -81,6 +90,9 @@ def _parse_date(value: Any) -> date | None:
                 # what it cannot read (``2020-13-45T...``) still raises and is quarantined
                 parsed = dateparser.parse(text)
         else:
+            numeric = _NUMERIC_DAY.match(text)
+            if numeric and numeric[1] != numeric[2] and max(int(numeric[1]), int(numeric[2])) <= 12:
+                raise AmbiguousDate(f"day and month cannot be told apart in {text[:40]!r}")
             parsed, other = (dateparser.parse(text, default=d) for d in _DEFAULTS)
             if parsed.date() != other.date():
                 raise ValueError(f"incomplete date {text[:40]!r}")
@@ -105,35 +117,16 @@ def _has_surrogates(row: dict) -> bool:
     return False
 
 
-_SPACE = re.compile(r"\s")  # the same characters as str.isspace, found in C
-
-
-def _url_problem(url: Any) -> tuple[str, str]:
-    """(normalised url, "") or ("", reason) for a review URL."""
-    if url is None or url == "":
-        return "", "missing_review_url"
-    if not isinstance(url, str):
-        return "", "review_url_not_a_string"
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "", "malformed_review_url"
-    if parts.scheme.lower() not in ("http", "https"):
-        return "", "non_http_review_url"
-    if not parts.hostname or _SPACE.search(url):
-        return "", "malformed_review_url"
-    return parts.scheme.lower() + url[len(parts.scheme):], ""
-
-
-def _parse_dates(row: dict) -> bool:
-    """Parse both dates in place (an unparseable one becomes None); False if either was unparseable."""
-    ok = True
+def _parse_dates(row: dict) -> str:
+    """Parse both dates in place (an unparseable one becomes None); the reason if either was unparseable."""
+    problem = ""
     for field in ("claim_date", "review_date"):
         try:
             row[field] = parse_date(row.get(field))
-        except ValueError:
-            row[field], ok = None, False
-    return ok
+        except ValueError as err:
+            row[field] = None
+            problem = problem or ("ambiguous_date" if isinstance(err, AmbiguousDate) else "unparseable_date")
+    return problem
 
 
 def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
@@ -142,12 +135,12 @@ def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
     ``row["quarter"]`` is set as soon as a date anchors the row (claim date, else review date), also when the
     row is then rejected, so that a rejection is counted in its own partition only; an anchor outside the
     partitions (``date_out_of_range``: year 9999, year 1) leaves it "", counted in every quarter as undated."""
-    dates_ok = _parse_dates(row)
+    date_problem = _parse_dates(row)
     anchor = row["claim_date"] or row["review_date"]
     row["quarter"] = quarter_of(anchor) if anchor and in_date_range(anchor) else ""
     if quarter is not None and anchor and row["quarter"] != quarter:
         return None, "other_quarter"
-    row["review_url"], reason = _url_problem(row.get("review_url"))
+    row["review_url"], reason = url_problem(row.get("review_url"))
     if reason:
         return None, reason
     text = row.get("claim_text")
@@ -159,8 +152,8 @@ def clean_row(row: dict, quarter: str | None) -> tuple[dict | None, str]:
         return None, "claim_text_too_long"
     if _has_surrogates(row):
         return None, "invalid_unicode"
-    if not dates_ok:
-        return None, "unparseable_date"
+    if date_problem:
+        return None, date_problem
     if not all(in_date_range(day) for day in (row["claim_date"], row["review_date"]) if day):
         return None, "date_out_of_range"
     if row["claim_date"] and row["review_date"] and row["claim_date"] > row["review_date"]:
@@ -199,7 +192,7 @@ _RAW_SCHEMA = {"review_url": pl.Utf8, "claim_text": pl.Utf8, "claim_date": pl.Ut
                **{f: pl.Utf8 for f in _TEXT_FIELDS}, "appearance_urls": pl.List(pl.Utf8),
                "sources": pl.List(pl.Utf8), "_seq": pl.Int64}
 # an http(s) URL whose host is plain ASCII and that holds no whitespace: urlsplit accepts it as it is
-_PLAIN_URL = r"^(?i:https?)://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#]\S*)?$"
+_PLAIN_URL = r"^(?i:https?)://[A-Za-z0-9.-]+([/?#]\S*)?$"  # a port goes the per-record way: is it one?
 _HAS_WORD = r"[\p{L}\p{N}]"  # a letter or digit: the text is not blank or invisible-only
 _DATE_FAIL = date(1, 1, 1)  # marks a date string that parse_date rejects
 
@@ -313,7 +306,7 @@ REJECT_SCHEMA = {"_seq": pl.Int64, "quarter": pl.Utf8, "reason": pl.Utf8, "sourc
 
 def reject_record(reason: str, raw: Any) -> bytes:
     """A rejected record's ``record`` value (``REJECT_SCHEMA``)."""
-    return quarantine(STAGE, "", reason, raw).record.encode("utf-8", "surrogatepass")
+    return quarantine(STAGE, "", reason, without_credentials(raw)).record.encode("utf-8", "surrogatepass")
 
 
 def collect_frames(sources: Iterable[tuple[str, str, Any]], batch: int = BATCH,

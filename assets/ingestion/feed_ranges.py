@@ -26,19 +26,23 @@ import logging
 import multiprocessing
 import os
 import re
+import shutil
 import tempfile
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import polars as pl
 
 from assets.ingestion.cleaning import BATCH, collect_frames, reject_record
 from assets.ingestion.languages import detect_language, detect_languages
 from assets.ingestion.sources import FeedRange, stream_datafeed
+from assets.ingestion.sources.feed_files import rangeable
 from assets.ingestion.sources.feed_text import _DECODER, _WS
+from dagster_project.core.stop_hooks import on_stop
 
 log = logging.getLogger(__name__)
 
@@ -144,12 +148,38 @@ class _Here:
         done.set_result(fn(*args))
         return done
 
-    def shutdown(self) -> None:
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
         pass
 
 
 def _executor(processes: bool, workers: int) -> "ProcessPoolExecutor | _Here":
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) if processes else _Here()
+
+
+def _stop(executor: "ProcessPoolExecutor | _Here") -> None:
+    """Stop an executor's processes now, their work unfinished (a stop or a failure: nothing of it is used)."""
+    processes = list((getattr(executor, "_processes", None) or {}).values())  # Python 3.14 has terminate_workers()
+    executor.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+
+
+@contextmanager
+def _pool(processes: bool, workers: int) -> Iterator["ProcessPoolExecutor | _Here"]:
+    """An executor whose processes end with the block: waited for when it ends well, stopped at once when it raises
+    (an interrupt, a dead range) or when a signal stops the process (``core.stop_hooks``)."""
+    executor = _executor(processes, workers)
+    with on_stop(lambda: _stop(executor)):
+        try:
+            yield executor
+        except BaseException:
+            _stop(executor)
+            raise
+        executor.shutdown()
 
 
 def _results(futures: list[Future], path) -> list:
@@ -169,24 +199,19 @@ def read_ranges(path: str | os.PathLike, origin: str, starts: list[int], seq: in
 
     The languages are detected in a process of their own, which loads its model (about 75 MB) while the ranges are
     read and is gone before the frames are held here."""
-    with tempfile.TemporaryDirectory(prefix="veritas-feed-ranges-") as folder:
-        detector = _executor(processes, 1)
-        try:
+    with tempfile.TemporaryDirectory(prefix="veritas-feed-ranges-") as folder, \
+            on_stop(lambda: shutil.rmtree(folder, ignore_errors=True)):
+        with _pool(processes, 1) as detector:
             detector.submit(detect_language, "the model loads while the ranges are read")
             jobs = [(str(path), origin, start, starts[i:], folder, i, batch) for i, start in enumerate([None, *starts])]
-            ranges = _executor(processes, len(jobs))
-            try:
+            with _pool(processes, len(jobs)) as ranges:
                 parts = _results([ranges.submit(read_range, *job) for job in jobs], path)
-            finally:
-                ranges.shutdown()
             used, k = [0], 0
             while parts[k]["stopped_at"] is not None:
                 k += 1 + parts[k]["stopped_at"]
                 used.append(k)
             texts = sorted(set().union(*(parts[k]["missing"] for k in used)))
             languages = _results([detector.submit(detect_languages, texts)], path)[0]
-        finally:
-            detector.shutdown()
         frames: list[pl.DataFrame] = []
         rejects: list[pl.DataFrame] = []
         elements = 0
@@ -203,8 +228,8 @@ def read_feed_ranges(path: str | os.PathLike, origin: str, seq: int, batch: int 
     """A local feed file read in byte ranges on every core (``read_ranges``, less the ranges used, plus how it was
     read: ``read_report``); None where one process reads it (see the module's docstring)."""
     ranges = range_count(path, workers)
-    if ranges < 2 or multiprocessing.current_process().daemon:
-        return None
+    if ranges < 2 or multiprocessing.current_process().daemon or not rangeable(path):
+        return None  # a gzip or UTF-16 file has no byte offsets to cut at: one process reads it
     starts = element_starts(path, ranges)
     if not starts:
         return None

@@ -17,7 +17,7 @@ from assets.ingestion.snapshot import (
     read_quarter,
     write_snapshot,
 )
-from assets.ingestion.sources import load_sources
+from assets.ingestion.sources import check_unchanged, load_sources
 from assets.stage.tables import finish_quarter
 from assets.stage.wiring import each_quarter, stage_asset
 from dagster_project.resources.store import StoreResource
@@ -61,6 +61,8 @@ def review_snapshot(
     payloads, source_status = load_sources(ingestion.sources, web, store.base / "sources")
     fp, parts = fingerprint(payloads)
     merged = None if has_snapshot(store, fp) else merge_sources(payloads)
+    if merged is not None:
+        check_unchanged(payloads)  # the snapshot is labelled with the digests: it must hold what they name
     parsed = merged is not None
     manifest = write_snapshot(store, fp, merged, parts) if parsed else manifest_of(store, fp)
     # per source parsed: in how many byte ranges (processes) it was read, and in how many seconds

@@ -96,14 +96,17 @@ def finish_quarter(
     versions; returns the quarter's yield metadata (the caller logs it: ``yield_line``)."""
     df = records if isinstance(records, pl.DataFrame) else to_frame(list(records), model)
     run_id = getattr(context, "run_id", "") or ""
-    version = store.write_table(asset, quarter, df, run_id)
     # Rows rejected at the input boundary carry "input:<upstream>"; they belong to this stage's quarantine.
     quarantined = [
         q if q.stage == asset else q.model_copy(update={"stage": asset, "reason": f"{q.stage}:{q.reason}"})
         for q in quarantined
     ]
-    store.write_quarantine(asset, quarter, quarantined, run_id)
+    # every file of the stage first, the LATEST pointers last: a stage that fails part-way leaves the last version
+    version = store.write_table(asset, quarter, df, run_id, point=False)
+    held = store.write_quarantine(asset, quarter, quarantined, run_id, point=False)
     store.after_stage()  # S3: the media and WARC records this stage wrote locally go to the bucket
+    store.point_latest(asset, quarter, held, "quarantine")
+    store.point_latest(asset, quarter, version)
     for q in quarantined:  # stages leave quarantined rows to be counted here, once
         stage_yield.drop(f"quarantined:{q.reason}")
     meta = stage_yield.metadata(len(df))

@@ -256,12 +256,18 @@ class StoreResource(dg.ConfigurableResource):
         return out
 
     # ---- tables -------------------------------------------------------------------------------
-    def write_table(self, asset: str, quarter: str, df: pl.DataFrame, run_id: str = "", kind: str = "tables") -> str:
-        """Write a new version and point LATEST at it; returns the version name."""
+    def write_table(self, asset: str, quarter: str, df: pl.DataFrame, run_id: str = "", kind: str = "tables",
+                    point: bool = True) -> str:
+        """Write a new version and point LATEST at it (``point``; else ``point_latest`` does, once every file of the
+        stage is written); returns the version name."""
         version = new_version(run_id)
         self.put_bytes(self._table_rel(kind, asset, quarter, f"{version}.parquet"), _parquet_bytes(df))
-        self.put_bytes(self._table_rel(kind, asset, quarter, "LATEST"), version.encode(), "text/plain")
+        if point:
+            self.point_latest(asset, quarter, version, kind)
         return version
+
+    def point_latest(self, asset: str, quarter: str, version: str, kind: str = "tables") -> None:
+        self.put_bytes(self._table_rel(kind, asset, quarter, "LATEST"), version.encode(), "text/plain")
 
     def versions(self, asset: str, quarter: str, kind: str = "tables") -> list[str]:
         names = (Path(rel).name for rel in self.list_objects(self._table_rel(kind, asset, quarter)))
@@ -284,8 +290,9 @@ class StoreResource(dg.ConfigurableResource):
             )
         return pl.read_parquet(io.BytesIO(self.get_bytes(self._table_rel(kind, asset, quarter, f"{version}.parquet"))))
 
-    def write_quarantine(self, asset: str, quarter: str, records: list[QuarantineRecord], run_id: str = "") -> str:
-        return self.write_table(asset, quarter, to_frame(records, QuarantineRecord), run_id, kind="quarantine")
+    def write_quarantine(self, asset: str, quarter: str, records: list[QuarantineRecord], run_id: str = "",
+                         point: bool = True) -> str:
+        return self.write_table(asset, quarter, to_frame(records, QuarantineRecord), run_id, "quarantine", point)
 
     def read_quarantine(self, asset: str, quarter: str) -> pl.DataFrame:
         if self.latest_version(asset, quarter, "quarantine") is None:

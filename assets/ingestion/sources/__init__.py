@@ -30,8 +30,9 @@ from assets.ingestion.sources.datafeed_url import (
     feed_url_triples,
     fetch_feed_incremental,
 )
-from assets.ingestion.sources.digests import prefetch_digests, source_digest
+from assets.ingestion.sources.digests import check_unchanged, prefetch_digests, source_digest
 from assets.ingestion.sources.dispatch import READERS, iter_triples, read_source
+from assets.ingestion.sources.feed_files import FeedFileError
 from assets.ingestion.sources.factcheck_api import (
     claims_search_dump,
     iter_factcheck_api,
@@ -61,11 +62,13 @@ __all__ = [
     "ElementRef",
     "FactCheckToolsClient",
     "FactCheckToolsError",
+    "FeedFileError",
     "FeedCopy",
     "FeedRange",
     "FeedRows",
     "PageMarkup",
     "Triple",
+    "check_unchanged",
     "claimreview_to_row",
     "claimreviews_from_page",
     "claims_search_dump",

@@ -71,8 +71,17 @@ def _urls(value: Any) -> list[str]:
     for item in items:
         url = item.get("url") if isinstance(item, dict) else item
         if isinstance(url, str) and url.strip().startswith(("http://", "https://")):
-            out.append(url.strip())
+            if "@" not in url.strip().split("/", 3)[2]:  # a URL with user:password@ is never kept (nor stored)
+                out.append(url.strip())
     return out
+
+
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
+
+
+def _no_userinfo(url: str) -> str:
+    """A site URL without its ``user:password@``: a credential is never stored."""
+    return _USERINFO.sub(r"\1", url) if "@" in url else url
 
 
 def _required(value: Any) -> Any:
@@ -83,6 +92,19 @@ def _required(value: Any) -> Any:
 _NO_FIELDS: dict = {}  # read-only stand-in for an absent or malformed sub-object
 
 
+def _one_object(value: Any, field: str) -> dict:
+    """A sub-object given in another schema.org shape: a list of one object is that object; a list of several
+    different ones is ambiguous (which claim's date, which rating?) and raises ``ambiguous_<field>``."""
+    if not isinstance(value, list):
+        return _NO_FIELDS
+    objects = [v for v in value if isinstance(v, dict)]
+    if not objects:
+        return _NO_FIELDS
+    if any(o != objects[0] for o in objects[1:]):
+        raise ValueError(f"ambiguous_{field}")
+    return objects[0]
+
+
 def claimreview_to_row(item: dict, source: str) -> dict:
     """One schema.org ClaimReview object (feed or page markup) to a review row; raises ValueError if unusable."""
     if not isinstance(item, dict):
@@ -91,10 +113,10 @@ def claimreview_to_row(item: dict, source: str) -> dict:
     get = item.get
     reviewed = get("itemReviewed")
     if not isinstance(reviewed, dict):
-        reviewed = _NO_FIELDS
+        reviewed = _one_object(reviewed, "itemReviewed")
     rating = get("reviewRating")
     if not isinstance(rating, dict):
-        rating = _NO_FIELDS
+        rating = {"alternateName": rating} if isinstance(rating, str) else _one_object(rating, "reviewRating")
     author = get("author")
     if isinstance(author, list) and author:
         author = author[0]
@@ -110,7 +132,7 @@ def claimreview_to_row(item: dict, source: str) -> dict:
         "claim_date": reviewed.get("datePublished"),
         "review_date": get("datePublished"),
         "publisher_name": v.strip() if type(v := author.get("name")) is str else _text(v),
-        "publisher_site": v.strip() if type(v := author.get("url")) is str else _text(v),
+        "publisher_site": _no_userinfo(v.strip() if type(v := author.get("url")) is str else _text(v)),
         "rating_text": v.strip() if type(v := rating.get("alternateName")) is str else _text(v),
         "rating_value": v.strip() if type(v := rating.get("ratingValue")) is str else _text(v),
         "rating_best": v.strip() if type(v := rating.get("bestRating")) is str else _text(v),

@@ -6,11 +6,13 @@ starts up.
 import hashlib
 import json
 import os
+import stat
 import threading
 from concurrent.futures import Future
 from typing import Any, Iterable
 
 from assets.ingestion.sources.datafeed_url import FeedRows
+from assets.ingestion.sources.feed_files import FeedFileError, open_regular
 
 
 def _json_default(value: Any) -> Any:
@@ -25,14 +27,36 @@ def source_digest(kind: str, payload: Any) -> str:
     if isinstance(payload, FeedRows):
         return payload.sha256
     if isinstance(payload, (str, os.PathLike)):
-        ahead = _AHEAD.pop(_file_state(payload), None)
-        return (ahead.result() if ahead is not None else None) or _file_digest(payload)
+        state = _file_state(payload)
+        ahead = _AHEAD.pop(state, None)
+        digest = ahead.result() if ahead is not None else None
+        if digest is None:
+            digest = _file_digest(payload)
+            if _file_state(payload) != state:
+                raise _changed(payload, "was hashed")
+        _TAKEN[os.fspath(payload)] = (state, digest)
+        return digest
     digest = hashlib.sha256()
     digest.update(json.dumps(payload, sort_keys=True, ensure_ascii=True, default=_json_default).encode())
     return digest.hexdigest()
 
 
 _AHEAD: dict[tuple, Future] = {}  # file state -> its sha256 under way (prefetch_digests)
+_TAKEN: dict[str, tuple[tuple, str]] = {}  # a local feed's path -> the file state its digest was taken on, the digest
+
+
+def _changed(path: str | os.PathLike, when: str) -> FeedFileError:
+    return FeedFileError(f"{path}: changed while it {when}: nothing of this read is kept; run again once the file "
+                         "stays the same (write a new feed beside it and rename it into place)")
+
+
+def check_unchanged(payloads: Iterable[tuple[str, str, Any]]) -> None:
+    """After a parse: each local feed file is still the one its digest was taken on (same state, same sha256), so
+    a snapshot labelled with that digest holds what the digest names. Raises ``FeedFileError`` naming the file."""
+    for _, _, payload in payloads:
+        taken = _TAKEN.get(os.fspath(payload)) if isinstance(payload, (str, os.PathLike)) else None
+        if taken is not None and (_file_state(payload) != taken[0] or _file_digest(payload) != taken[1]):
+            raise _changed(payload, "was read")
 
 
 def _file_state(path: str | os.PathLike) -> tuple:
@@ -43,7 +67,7 @@ def _file_state(path: str | os.PathLike) -> tuple:
 
 def _file_digest(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:  # a FIFO or /dev/zero is refused, never read forever
         for chunk in iter(lambda: fh.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -66,6 +90,8 @@ def prefetch_digests(paths: Iterable[str]) -> None:
             state = _file_state(path)
         except OSError:
             continue  # the stage names what is missing
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            continue  # the stage refuses it (feed_files.open_regular)
         if state not in _AHEAD:
             _AHEAD[state] = Future()
             threading.Thread(target=hashed, args=(path, state, _AHEAD[state]), daemon=True, name="digest").start()

@@ -22,7 +22,9 @@ _WS = re.compile(r"[ \t\n\r]*")
 _OUTSIDE = re.compile(r'[^"\[\]{}]+|[\[{]+|[\]}]+|"')  # a value's tokens outside strings: runs of brackets as one
 _IN_STRING = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*')  # up to a string's closing quote (or an escape cut by the read)
 _SCALAR = re.compile(r"[-+.0-9A-Za-z]+")
-_UNDECODABLE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as the surrogateescape decoder holds it
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+_ENTRY_GAP = re.compile(r",[ \t\n\r]*\{")  # where the next entry of a list may start
+_RESYNC_TRIES = 64  # candidate entry starts tried after a record that does not parse  # a byte that is not UTF-8, as the surrogateescape decoder holds it
 
 
 def _json_constant(name: str) -> Any:
@@ -93,6 +95,7 @@ class _FeedText:
         # Byte offsets, ascending, where the reader may stop (``stream_datafeed``'s ranges): ``stop_pos`` is the text
         # index of the first once the text reaches it, -1 when that offset is no character boundary of the text.
         self.stops, self.stop_pos, self.passed = list(stops), None, 0
+        self.entry_key = "item"  # the key every entry of the list has: a DataFeedItem's, or a ClaimReview's
 
     def more(self, at_least: int = _READ) -> bool:
         """Read on (at least ``at_least`` bytes, at most a record's cap); False at the end of the stream."""
@@ -186,7 +189,12 @@ class _FeedText:
                 if self.eof and _cut_short(self.text, err):
                     raise _FeedEnd("truncated_feed", f"the feed ends inside a record: {err.msg}") from None
                 bad_byte = self.dirty and _UNDECODABLE.match(self.text, err.pos) is not None
-                return self._skip("invalid_utf8" if bad_byte else "malformed_record_json", err.msg)
+                reason = "invalid_utf8" if bad_byte else "malformed_record_json"
+                resync = self._next_entry(start)
+                if resync is not None:  # the record's own brackets are broken: counting them would take the next
+                    self.pos = resync
+                    return None, reason
+                return self._skip(reason, err.msg)
             except ValueError as err:  # NaN, Infinity, an integer of more than 4,300 digits
                 return self._skip("malformed_record_json", str(err))
             if end >= len(self.text) and not self.eof and not isinstance(value, (dict, list, str)):
@@ -201,6 +209,24 @@ class _FeedText:
             if self.dirty and _UNDECODABLE.search(self.text, start, end):
                 return value, "invalid_utf8"  # the caller finds which items hold the bytes
             return value, ""
+
+    def _next_entry(self, start: int) -> int | None:
+        """After a record that does not parse, the index of the ``,`` before the next entry of the list in the text
+        held: the first ``, {`` after ``start`` where an object that is an entry (it has ``item``, or is a
+        ClaimReview, as ``entry_key`` says the list's entries are) decodes and is followed by ``,`` or ``]``. None when none is found (``_skip`` then counts the
+        record's brackets). A deleted brace or quote makes bracket counting run into the next records."""
+        for tried, gap in enumerate(_ENTRY_GAP.finditer(self.text, start + 1)):
+            if tried >= _RESYNC_TRIES or gap.start() - start > MAX_RECORD_CHARS:
+                return None
+            try:
+                value, end = _DECODER.raw_decode(self.text, gap.end() - 1)
+            except (ValueError, RecursionError):
+                continue
+            after = _WS.match(self.text, end).end()
+            entry = isinstance(value, dict) and self.entry_key in value
+            if entry and self.text[after:after + 1] in (",", "]"):
+                return gap.start()
+        return None
 
     def _skip(self, reason: str, error: str = "") -> tuple[None, str]:
         """Move the cursor past the value at it without parsing it (brackets counted outside strings, the text
