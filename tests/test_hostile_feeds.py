@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 
 from assets.ingestion.cleaning import parse_date
 from assets.ingestion.merging import ingest
-from assets.ingestion.sources import FeedFileError, check_unchanged, source_digest, stream_datafeed
+from assets.ingestion.sources import FeedFileError, check_unchanged, load_sources, source_digest, stream_datafeed
 from assets.ingestion.url_rules import lookalike_host, url_problem
 from dagster_project.resources.store import StoreResource
+from dagster_project.stage_settings import SourceSpec
 from schemas.records import QuarantineRecord
 from tests.ingest_shapes import real_claimreviews
 
@@ -247,6 +248,8 @@ def test_special_files_are_refused_not_read_forever(tmp_path):
             source_digest("datafeed", str(path))
         with pytest.raises(FeedFileError, match=f"{path}: is {kind}"):
             list(stream_datafeed(str(path), path.name))
+        with pytest.raises(FeedFileError, match=f"{path}: is {kind}"):  # a claims:search dump is read the same way
+            load_sources([SourceSpec(kind="factcheck_api", path=str(path))], None, tmp_path / "state")
         assert time.monotonic() - began < 5
 
 

@@ -13,6 +13,7 @@ from assets.ingestion.sources.datafeed_url import (
 )
 from assets.ingestion.sources.factcheck_api import claims_search_dump
 from assets.ingestion.sources.factcheck_api_live import FactCheckToolsClient
+from assets.ingestion.sources.feed_files import open_feed
 from assets.ingestion.sources.page_markup import fetch_page_markup
 
 if typing.TYPE_CHECKING:  # Dagster is not imported here: a process that reads a feed range starts without it
@@ -51,8 +52,11 @@ def load_sources(specs: list[Any], web: "WebResource | None", state_dir: str | o
                     raise RuntimeError(f"could not fetch source {path}: {result.error or result.status}")
                 body = result.content
             else:
-                with open(path, "rb") as fh:
-                    body = fh.read()
+                stream, _ = open_feed(path)  # a regular file only; gzip and UTF-16/32 read as for a feed
+                try:
+                    body = stream.read()
+                finally:
+                    stream.close()
             payloads.append(("factcheck_api", origin, claims_search_dump(body, path)))
             status[origin] = "local" if not remote else "fetched"
         elif kind == "factcheck_api_live":
