@@ -443,3 +443,33 @@ def test_a_broken_brace_costs_its_own_record_not_the_next(tmp_path):
     assert [reason for _, reason, _ in triples].count("malformed_record_json") == 2
     urls = [row["review_url"] for row, _, _ in triples if row]
     assert urls == [it["url"] for i, it in enumerate(FEW) if i not in (3, 14)]
+
+
+# ---- the recorded fact-check page, fuzzed ------------------------------------------------------------------------
+
+AFP_PAGE = gzip.decompress((ROOT / "tests" / "fixtures" / "afp_B2LA2G3.html.gz").read_bytes())
+AFP_URL = "https://faktencheck.afp.com/doc.afp.com.B2LA2G3"
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), mutation=st.sampled_from(["flip", "invalid_utf8", "delete", "truncate"]))
+def test_damage_to_the_recorded_page_outside_its_markup_leaves_its_claimreview(data, mutation):
+    """The real AFP page (tests/fixtures): damage anywhere never raises; damage outside its JSON-LD block leaves
+    the ClaimReview read from it unchanged."""
+    from assets.ingestion.sources import claimreviews_from_page
+
+    expected = claimreviews_from_page(AFP_PAGE, AFP_URL)
+    assert len(expected) == 1
+    block = AFP_PAGE.index(b'application/ld+json')
+    block_end = AFP_PAGE.index(b"</script>", block)
+    outside = data.draw(st.booleans(), label="outside the markup")
+    at = data.draw(st.integers(block_end + 10, len(AFP_PAGE) - 2) if outside else st.integers(0, len(AFP_PAGE) - 2))
+    page = {"flip": lambda: AFP_PAGE[:at] + bytes([AFP_PAGE[at] ^ 0x55]) + AFP_PAGE[at + 1:],
+            "invalid_utf8": lambda: AFP_PAGE[:at] + b"\xff\xfe" + AFP_PAGE[at:],
+            "delete": lambda: AFP_PAGE[:at] + AFP_PAGE[at + 1:],
+            "truncate": lambda: AFP_PAGE[:at]}[mutation]()
+    found = claimreviews_from_page(page, AFP_URL)  # never an exception
+    if outside and mutation != "truncate":
+        event("outside the markup")
+        assert found == expected
