@@ -25,7 +25,7 @@ def scripted(mode: str, body: dict):
     """Raters: 'agree' members follow the script; a 'contrarian' flips veracity; 'broken' answers nonsense."""
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
     if mode == "broken":
-        return 200, "I cannot answer that."
+        return 200, "Rating: probably fine."  # nonsense, not a refusal (those are counted as refusals)
     if "You turn a compromised claim" in system:
         return 200, json.dumps({"claim": TRUE_TEXT})
     if "You check a rewritten claim" in system:

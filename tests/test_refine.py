@@ -120,7 +120,7 @@ def test_a_checker_that_gives_no_answer_is_a_failure_with_its_cause_not_inconsis
     out, stats = rectify_all([original(llm)], {"r1": ARTICLE}, llm, **EVERY, media_store=None, key=ORDER_KEY)
     assert len(out) == 1 and "not_rectified/inconsistent" not in stats.extra
     assert [k for k in stats.extra if k.startswith("not_rectified/check_failed:")] == [
-        "not_rectified/check_failed:invalid_output"]
+        "not_rectified/check_failed:refusal"]  # "I can't help with that.": a refusal in plain text
 
 
 @pytest.mark.parametrize(("language", "claim_text", "rewrite", "cue"), [

@@ -171,8 +171,9 @@ def filter_candidates(media: list[Medium]) -> list[dict]:
 def ask_filter(claim: ClaimAppearances, media: list[Medium], llm: LLMResource,
                store: MediaStore) -> tuple[str, dict | None]:
     """(member, answer) of the media filter's one question about ``media`` (media_filter_answer: a verdict per
-    medium), asked of the members in their filter_order until one answers; None when none did. Not passed on when the
-    endpoint could not be reached (the breaker and the stage's check stop a dead one): asking the others in turn
+    medium), asked of the members in their filter_order until one answers; None when none did. A refusal (a provider's
+    content-policy 400 included: one provider refuses what another rates) goes to the next member. Not passed on when
+    the endpoint could not be reached (the breaker and the stage's check stop a dead one): asking the others in turn
     tripled the wait."""
     member = ""
     for member in filter_order(llm, claim.review_id, [m.medium_id for m in media]):

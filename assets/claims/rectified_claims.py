@@ -10,7 +10,7 @@ from assets.ensemble.asking import ask
 from assets.ensemble.evidence import evidence_budgets, member_evidence
 from assets.ensemble.llm_stage import claim_stage_asset, run_claim_stage
 from assets.ensemble.rounds import overlapped_rounds, prefetch
-from assets.ensemble.scoring import score_claim
+from assets.ensemble.scoring import failed_answer_error, failure_counts, lost_to_failures, score_claim
 from assets.rules.claim_text import LeakVocabulary, check_claim_text, with_media_refs
 from assets.rules.ids import stable_id
 from assets.rules.length import MEDIA_REF
@@ -115,7 +115,7 @@ def rectify(
     """Rewrite as a minimal edit, have the rules and another member check it, and on a refusal send the reason back
     to the writer for up to ``refine_rounds`` more rounds (MMCV's critique-and-refine loop); re-score the accepted
     rewrite: only an Intact result is kept. Returns (variant or None, reason, trace): the trace says the rounds
-    taken, the refusals on the way and what the rounds after the first cost."""
+    taken, the refusals on the way, what the rounds after the first cost and the re-score's failed answers."""
     member = llm.member_names()[0]
     checker = checker_for(llm, member)
     verdict = decisive_verdict(claim)
@@ -168,8 +168,9 @@ def rectify(
             kind if kind in ("inconsistent", "not_shareable") or kind.startswith("adds_") else "rewrite_invalid"), trace
     rectified_id = stable_id(claim.review_id, "rectified")
     candidate = NormalizedClaim(**{**claim.model_dump(), "claim_id": rectified_id, "text": text, "normalization": "llm"})
+    trace["rescore_failed"] = []  # the re-score's failed answers, counted per member and property like stage 6's
     scored, why = score_claim(candidate, evidence, llm, scoring, claim_rules, media_store, "rectified", claim.claim_id,
-                              STAGE, evidence_cuts)
+                              STAGE, evidence_cuts, failed=trace["rescore_failed"])
     if scored is None:
         return None, f"rescore_{why}", trace
     if scored.integrity.label != "intact":
@@ -234,20 +235,43 @@ def rectify_all(
         if claim.claim_id not in outcomes:
             count(stats, "not_rectified/not_needed_for_release")
             return claim, ""
-        rectified, reason, _ = outcomes[claim.claim_id]
+        rectified, reason, trace = outcomes[claim.claim_id]
+        rescore = reason.removeprefix("rescore_") if isinstance(reason, str) else ""
+        failed = (trace or {}).get("rescore_failed", [])
         if isinstance(reason, RecordError):
             budget.note(claim, reason)
         elif reason.startswith(("rewrite_failed:", "check_failed:")):  # a model's refusal, timeout or invalid answer
             role, cause = reason.split("_failed:")
             budget.note(claim, RecordError(f"{role}_failed:{cause}"))
+        elif reason.startswith("rescore_") and lost_to_failures(None, rescore, failed):  # as stage 6 counts a claim
+            budget.note(claim, failed_answer_error(rescore, failed, len(llm.member_names()), scoring.min_ratings,
+                                                   scoring.refusal_min_ratings, what="the rewrite"))
         if rectified is None:
             count(stats, f"not_rectified/{reason}")
             return claim, ""
         return [claim.model_copy(update={"variant_of": rectified.claim_id}), rectified], ""
 
+    stats.extra.update(rescore_failures(outcomes.values()))
     out = map_records(STAGE, claims, one, stats, log)
     stats.extra["rectified"] = sum(c.variant == "rectified" for c in out)
     return out, stats
+
+
+def rescore_failures(outcomes) -> dict:
+    """The re-scores' failed answers (refusals, timeouts, invalid answers) as stage 6 counts its own:
+    ``failed_answers/<kind>/<member>/<property>`` and the totals, with the rewrites they lost
+    (``failed_answers/rewrites_lost``) and those the other members' ratings kept (``failed_answers/rewrites_kept``)."""
+    meta: Counter = Counter()
+    for variant, reason, trace in outcomes:
+        failed = trace.get("rescore_failed", []) if isinstance(trace, dict) else []
+        if not failed:
+            continue
+        meta.update(failure_counts(failed))
+        if lost_to_failures(variant, reason.removeprefix("rescore_"), failed):
+            meta["failed_answers/rewrites_lost"] += 1
+        elif variant is not None or reason.startswith("rescored_"):  # scored all the same (refusal_min_ratings)
+            meta["failed_answers/rewrites_kept"] += 1
+    return dict(meta)
 
 
 RUNNING_Z = 1.645  # the rewrites still running count for this many standard deviations fewer than the rate says

@@ -8,10 +8,10 @@ import dagster as dg
 from assets.ensemble.evidence import evidence_budgets, member_evidence
 from assets.ensemble.llm_stage import claim_stage_asset, run_claim_stage
 from assets.ensemble.rounds import prefetch
-from assets.ensemble.scoring import score_claim
+from assets.ensemble.scoring import failed_answer_error, failure_counts, lost_to_failures, score_claim
 from assets.rules.failed_answers import FailedAnswer, failed_answers_report
 from assets.rules.reliability import alpha_metadata, ensemble_alpha
-from assets.stage.record_errors import ErrorBudget, RecordError, map_records
+from assets.stage.record_errors import ErrorBudget, map_records
 from assets.stage.tables import StageYield, count
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaStore
@@ -39,25 +39,6 @@ def media_kind(claim: NormalizedClaim) -> str:
     return "video" if "video" in kinds else "image" if kinds else "text"
 
 
-def lost_to_failures(scored: ScoredClaim | None, reason: str, failed: list[FailedAnswer]) -> bool:
-    """A claim dropped because members' answers failed (no_ratings, or too few ratings of a required property)."""
-    return scored is None and bool(failed) and (reason == "no_ratings" or reason.startswith("incomplete_ratings:"))
-
-
-def failed_answer_error(reason: str, failed: list[FailedAnswer]) -> RecordError:
-    """The error budget's entry for a claim lost to failed answers: ``failed_answer:<kind>:<member>`` of the failure
-    on the property that lacks ratings (the first failure for no_ratings), with the answer's error."""
-    prop = reason.partition(":")[2]
-    first = next((f for f in failed if prop in f.properties), failed[0])
-    err = RecordError(f"failed_answer:{first.kind}:{first.member}")
-    err.message = (f"member {first.member!r} gave no valid answer on {'/'.join(first.properties)} ({first.kind}: "
-                   f"{first.error[:200]}), so the claim is dropped as {reason}. A refusal drops a claim only below "
-                   "stages.refusal_min_ratings ratings; for timeouts and invalid answers see the member's endpoint, "
-                   "its timeout_s and `veritas costs`")
-    err.where = "assets/ensemble/scoring.py in score_claim"
-    return err
-
-
 def failure_metadata(claims: list[NormalizedClaim], outcomes: dict) -> dict:
     """The stage's counts of failed answers: per kind, per kind and member, per kind, member and property
     (``failed_answers/<kind>/<member>/<property>``), the claims lost to them, and the share of the claims attempted
@@ -77,11 +58,7 @@ def failure_metadata(claims: list[NormalizedClaim], outcomes: dict) -> dict:
         scored, reason, failed = outcome
         group = (media_kind(claim), expected_label(claim))
         attempted[group] += 1
-        for f in failed:
-            meta[f"failed_answers/{f.kind}"] += 1
-            meta[f"failed_answers/{f.kind}/{f.member}"] += 1
-            for prop in f.properties:
-                meta[f"failed_answers/{f.kind}/{f.member}/{prop}"] += 1
+        meta.update(failure_counts(failed))
         if lost_to_failures(scored, reason, failed):
             meta["failed_answers/claims_lost"] += 1
             if any(f.kind == "refusal" for f in failed):
@@ -162,7 +139,8 @@ def score_all(
             raise outcomes[claim.claim_id]
         scored, reason, failed = outcomes[claim.claim_id]
         if lost_to_failures(scored, reason, failed):  # a failed answer is an error: counted, and past the budget loud
-            budget.note(claim, failed_answer_error(reason, failed))
+            budget.note(claim, failed_answer_error(reason, failed, len(llm.member_names()), scoring.min_ratings,
+                                                   scoring.refusal_min_ratings))
         if scored is not None:
             count(stats, f"label/{scored.integrity.label}")
             if scored.injection_flags:

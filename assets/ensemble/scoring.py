@@ -22,6 +22,7 @@ from assets.rules.bins import (  # noqa: F401 - re-exported: the stage's bins
     bin7_published,
 )
 from assets.rules.failed_answers import FailedAnswer, failure_kind
+from assets.stage.record_errors import RecordError
 from dagster_project.stage_settings import ClaimRules, ScoreSettings
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.media import MediaStore
@@ -146,6 +147,61 @@ def required_ratings(min_ratings: int, refused: int, refusal_min_ratings: int) -
 def refusals_of(failed: list[FailedAnswer]) -> Counter:
     """(property, medium index) -> how many members refused it."""
     return Counter((p, f.medium_index) for f in failed if f.kind == "refusal" for p in f.properties)
+
+
+def lost_to_failures(scored: ScoredClaim | None, reason: str, failed: list[FailedAnswer]) -> bool:
+    """A claim (or a rewrite's re-score) dropped because members' answers failed: no_ratings, or too few ratings of a
+    required property."""
+    return scored is None and bool(failed) and (reason == "no_ratings" or reason.startswith("incomplete_ratings:"))
+
+
+def losing_failure(reason: str, failed: list[FailedAnswer], members: int, min_ratings: int,
+                   refusal_min_ratings: int) -> FailedAnswer:
+    """The failed answer that lost a claim dropped as ``reason``: on the property that lacks ratings (the first one
+    asked, for no_ratings), taking the members' failures in their order, the one after which the valid ratings fell
+    below what the property needs (required_ratings). A refusal lowers that need, so it is often a later timeout or
+    invalid answer that lost the claim, not the first failure seen."""
+    prop = reason.partition(":")[2] or failed[0].properties[0]
+    groups: dict[int, list[FailedAnswer]] = {}
+    for f in failed:
+        if prop in f.properties:
+            groups.setdefault(f.medium_index, []).append(f)
+    for group in groups.values():
+        refused = 0
+        for asked, f in enumerate(group, 1):
+            refused += f.kind == "refusal"
+            if members - asked < required_ratings(min_ratings, refused, refusal_min_ratings):
+                return f
+    return next(iter(groups.values()), failed)[-1]
+
+
+def failed_answer_error(reason: str, failed: list[FailedAnswer], members: int, min_ratings: int,
+                        refusal_min_ratings: int, what: str = "the claim") -> RecordError:
+    """The error budget's entry for a claim (or rewrite) lost to failed answers: ``failed_answer:<kind>:<member>`` of
+    the failure that lost it (losing_failure), with its error and the property's other failures."""
+    lost = losing_failure(reason, failed, members, min_ratings, refusal_min_ratings)
+    others = [f"{f.member} {f.kind}" for f in failed if f is not lost and f.medium_index == lost.medium_index
+              and set(f.properties) & set(lost.properties)]
+    err = RecordError(f"failed_answer:{lost.kind}:{lost.member}")
+    err.message = (f"member {lost.member!r} gave no valid answer on {'/'.join(lost.properties)} ({lost.kind}: "
+                   f"{lost.error[:200]}), so {what} is dropped as {reason}"
+                   + (f" (the other failures there: {', '.join(others)})" if others else "")
+                   + ". A refusal drops a claim only below stages.refusal_min_ratings ratings; for timeouts and "
+                   "invalid answers see the member's endpoint, its timeout_s and `veritas costs`")
+    err.where = "assets/ensemble/scoring.py in score_claim"
+    return err
+
+
+def failure_counts(failed: list[FailedAnswer]) -> Counter:
+    """``failed_answers/<kind>``, ``.../<kind>/<member>`` and ``.../<kind>/<member>/<property>``: how many answers
+    failed, per kind, member and property (the stage metadata of stages 6 and 7)."""
+    out: Counter = Counter()
+    for f in failed:
+        out[f"failed_answers/{f.kind}"] += 1
+        out[f"failed_answers/{f.kind}/{f.member}"] += 1
+        for prop in f.properties:
+            out[f"failed_answers/{f.kind}/{f.member}/{prop}"] += 1
+    return out
 
 
 def incomplete_property(n_media: int, verdicts: dict, min_ratings: int, refused: Counter | None = None,

@@ -8,7 +8,8 @@ import dagster as dg
 
 
 class RefusalError(ValueError):
-    """The model declined to answer (OpenAI-style ``refusal`` field)."""
+    """The model declined to answer, in any of the shapes ``refusals`` recognizes (its message is the provider's
+    reason)."""
 
 
 class ModelUnavailable(dg.Failure):

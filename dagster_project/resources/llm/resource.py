@@ -26,6 +26,7 @@ from dagster_project.resources.llm.members import (
     default_members,
 )
 from dagster_project.resources.llm.messages import parse_json_text, strip_images
+from dagster_project.resources.llm.refusals import error_refusal, response_refusal, text_refusal
 from dagster_project.resources.llm.slots import SlotsMixin
 from dagster_project.resources.llm.transport import TransportMixin, _import_litellm
 from dagster_project.resources.local_llm import LocalModelServer, smollm2_gguf_path
@@ -218,6 +219,11 @@ class LLMResource(TransportMixin, BreakerMixin, SlotsMixin, HedgingMixin, CacheM
                         max_tokens=m.max_tokens, response_format=self._response_format(m, schema),
                     ))
             except Exception as e:  # noqa: BLE001 - the Router already retried and fell back: a failure
+                refused = error_refusal(e)
+                if refused:  # the provider's content policy refused the prompt: the model's answer, not a fault
+                    error = f"refusal: {type(e).__name__}: {refused[:300]}"
+                    outputs.append((attempts, time.time(), "", None, refused, error))
+                    break  # the same prompt would be refused again
                 error = f"transport: {type(e).__name__}: {str(e)[:500]}"
                 failed = e
                 break
@@ -232,10 +238,10 @@ class LLMResource(TransportMixin, BreakerMixin, SlotsMixin, HedgingMixin, CacheM
             msg = resp.choices[0].message
             raw = msg.content or ""
             reasoning = getattr(msg, "reasoning_content", None)
-            refusal = getattr(msg, "refusal", None)
+            refusal = response_refusal(resp) or None  # the provider's signal, whatever the text says
             try:
                 if refusal:
-                    raise RefusalError(str(refusal))
+                    raise RefusalError(refusal)
                 obj = parse_json_text(raw)
                 parsed = response_model.model_validate(obj).model_dump(mode="json")
                 error = None
@@ -244,8 +250,9 @@ class LLMResource(TransportMixin, BreakerMixin, SlotsMixin, HedgingMixin, CacheM
                                             cost)
                 break
             except (ValueError, pydantic.ValidationError) as e:  # JSONDecodeError is a ValueError
-                kind = "refusal" if isinstance(e, RefusalError) else "invalid_output"
-                error = f"{kind}: {type(e).__name__}: {str(e)[:300]}"
+                refusal = refusal or text_refusal(raw) or None  # plain text counts only when it is not the JSON asked
+                why = e if isinstance(e, RefusalError) or not refusal else RefusalError(refusal)
+                error = f"{'refusal' if refusal else 'invalid_output'}: {type(why).__name__}: {str(why)[:300]}"
                 outputs.append((attempts, time.time(), raw, reasoning, refusal, error))
                 convo = convo + [
                     {"role": "assistant", "content": raw},
