@@ -12,6 +12,7 @@ from dagster_project.core.cost_ledger import pack as _pack
 from dagster_project.resources.llm.answers import LLMAnswer
 from dagster_project.resources.llm.cache import _CACHE_INSERT
 from dagster_project.resources.llm.errors import BudgetExceeded
+from dagster_project.resources.llm.shared_limits import SHARED_PREFIX, SharedSpend
 
 
 def _quarter_label(value: str) -> str:
@@ -50,6 +51,9 @@ class LedgerMixin:
                 "INSERT INTO llm_outputs (call_id, attempt, ts, raw, reasoning, refusal, error) VALUES (?,?,?,?,?,?,?)",
                 [(call_id, *row) for row in outputs],
             )
+        shared = self._shared_client() if ans.cost_usd and not ans.cache_hit else None
+        if shared is not None:  # what budget_usd holds every process to
+            SharedSpend(shared, SHARED_PREFIX).add(self._quarter, ans.cost_usd)
 
     def raw_outputs(self, stage: str, run_id: str) -> list[dict]:
         """Every call of one stage in one run with its raw answer(s) and reasoning; cache hits give the cached ones."""
@@ -116,6 +120,9 @@ class LedgerMixin:
         if self.budget_usd is None:
             return
         spent = self.quarter_spend()
+        shared = self._shared_client()
+        if shared is not None:  # every process's spend, this machine's ledger or not
+            spent = max(spent, SharedSpend(shared, SHARED_PREFIX).total(self._quarter))
         if spent >= self.budget_usd:
             raise BudgetExceeded(
                 f"LLM budget reached: quarter {self._quarter or '(none)'} has spent ${spent:.4f} of llm.budget_usd="

@@ -61,6 +61,10 @@ class LLMResource(TransportMixin, BreakerMixin, SlotsMixin, HedgingMixin, CacheM
     # USD the model calls of one quarter may cost (the ledger's sum); reaching it stops the stage before the next
     # paid call. Cache hits stay free, so raising it and running again resumes from the cache. None: no limit.
     budget_usd: float | None = None
+    # A Redis URL (redis://host:port/db) whose server keeps each member's rpm, tpm and max_parallel and the quarter's
+    # budget_usd for every process and machine that names it: two runs at once, or Celery workers on several machines,
+    # then stay within one member's limits together. Empty: each process keeps its own (N processes: N times the rpm).
+    shared_limits_url: str = ""
 
     _lock: Any = PrivateAttr(default_factory=threading.RLock)  # made per instance, also for copies
     _server: Any = PrivateAttr(default=None)
@@ -68,6 +72,7 @@ class LLMResource(TransportMixin, BreakerMixin, SlotsMixin, HedgingMixin, CacheM
     _semaphores: Any = PrivateAttr(default=None)
     _held: Any = PrivateAttr(default=None)  # (run, stage, member) -> [seconds a slot was held, first taken, given back]
     _limiters: Any = PrivateAttr(default=None)
+    _shared: Any = PrivateAttr(default=None)  # the shared-limits server's client (shared_limits_url)
     _hedging: Any = PrivateAttr(default=None)  # (thread pool for hedged requests, (run, stage, member) -> re-sends)
     _conns: Any = PrivateAttr(default=None)
     _db_ready: bool = PrivateAttr(default=False)

@@ -8,6 +8,11 @@ from contextlib import contextmanager
 
 from dagster_project.resources.llm.members import EnsembleMember
 from dagster_project.resources.llm.rate_limit import RateLimiter
+from dagster_project.resources.llm.shared_limits import SHARED_PREFIX, SharedRateLimiter, SharedSlots, connect
+
+
+def _key(m: EnsembleMember) -> str:
+    return f"{SHARED_PREFIX}:member:{m.name}"
 
 
 class SlotsMixin:
@@ -15,23 +20,41 @@ class SlotsMixin:
     ``_semaphores`` (member name -> its RateLimiter, its Semaphore), ``_held`` ((run, stage, member) -> slot seconds),
     ``_run_id`` and ``_lock`` (through ``_state_lock``); members through ``member()``."""
 
-    def _limiter(self, m: EnsembleMember) -> "RateLimiter":
+    def _limiter(self, m: EnsembleMember) -> "RateLimiter | SharedRateLimiter":
+        """The member's rpm/tpm limiter: this process's, or the one every process shares (``shared_limits_url``)."""
         with self._state_lock():
             if self._limiters is None:
                 self._limiters = {}
             limiter = self._limiters.get(m.name)
             if limiter is None:
-                limiter = self._limiters[m.name] = RateLimiter(rpm=m.rpm, tpm=m.tpm)
+                shared = self._shared_client()
+                limiter = self._limiters[m.name] = (
+                    SharedRateLimiter(shared, _key(m), m.rpm, m.tpm) if shared is not None
+                    else RateLimiter(rpm=m.rpm, tpm=m.tpm))
             return limiter
 
-    def _semaphore(self, m: EnsembleMember) -> threading.Semaphore:
+    def _semaphore(self, m: EnsembleMember):
+        """A context manager that holds one of the member's ``max_parallel`` slots (shared across processes with
+        ``shared_limits_url``: leased for longer than a call with all its retries may take)."""
         with self._state_lock():
             if self._semaphores is None:
                 self._semaphores = {}
             sem = self._semaphores.get(m.name)
             if sem is None:
-                sem = self._semaphores[m.name] = threading.Semaphore(max(1, m.max_parallel))
-            return sem
+                shared = self._shared_client()
+                lease = 2 * self.timeout_s * (self.num_retries + 1) + 60
+                sem = self._semaphores[m.name] = (
+                    SharedSlots(shared, _key(m), m.max_parallel, lease) if shared is not None
+                    else threading.Semaphore(max(1, m.max_parallel)))
+            return sem.held() if isinstance(sem, SharedSlots) else sem
+
+    def _shared_client(self):
+        """The shared-limits server's client (made once, checked at once), or None without ``shared_limits_url``."""
+        if not self.shared_limits_url:
+            return None
+        if self._shared is None:
+            self._shared = connect(self.shared_limits_url)
+        return self._shared
 
     @contextmanager
     def _holding(self, stage: str, m: EnsembleMember):
