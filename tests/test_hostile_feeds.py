@@ -104,7 +104,7 @@ def test_one_claimreview_object_is_a_feed_of_one(tmp_path):
 def test_a_file_in_no_feed_shape_stops_the_stage_naming_it(data, found, tmp_path):
     path = tmp_path / "served.json"
     path.write_bytes(data)
-    with pytest.raises(FeedFileError, match=f"^served.json: {found}"):
+    with pytest.raises(FeedFileError, match=f"^{path}: {found}"):  # named by the path the user gave
         _ingest(path)
 
 
@@ -473,3 +473,15 @@ def test_damage_to_the_recorded_page_outside_its_markup_leaves_its_claimreview(d
     if outside and mutation != "truncate":
         event("outside the markup")
         assert found == expected
+
+
+@pytest.mark.parametrize("encode", [lambda b: b, gzip.compress, lambda b: b.decode().encode("utf-16"),
+                                    lambda b: gzip.compress(b.decode().encode("utf-32"))])
+def test_a_feed_file_read_whole_is_every_byte_of_it(encode, tmp_path):
+    from assets.ingestion.sources.feed_files import open_feed
+
+    text = _utf8(_datafeed(ITEMS))
+    (tmp_path / "f").write_bytes(encode(text))
+    stream, _ = open_feed(tmp_path / "f")
+    whole = stream.read()
+    assert whole.removeprefix(b"\xef\xbb\xbf") == text

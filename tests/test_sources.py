@@ -140,10 +140,17 @@ def test_truncated_feed_keeps_everything_before_the_cut(tmp_path):
     # cut after the last element but before the closing brackets: everything, then the truncation
     whole = list(stream_datafeed(io.BytesIO(data[: ends[-1]]), "feed.json"))
     assert len(whole) == 23 and whole[-1][1] == "truncated_feed"
-    # garbage in the middle is bad JSON, not truncation; what came before still counts
+    # garbage in the middle is bad JSON, not truncation: quarantined as one record, and the reader resyncs at the next
+    # element (issue 51; before, the rest of the feed went as one malformed_feed_json record)
     broken = data[: ends[5]] + b", }{ " + data[ends[5]:]
     triples = list(stream_datafeed(io.BytesIO(broken), "feed.json"))
-    assert triples[-1][1] == "malformed_feed_json" and triples[-1][2]["elements_read"] == 6
+    assert [reason for _, reason, _ in triples].count("malformed_record_json") == 1
+    whole = list(stream_datafeed(io.BytesIO(data), "feed.json"))
+
+    def rows(found):  # the garbage took an element's number: the sources of the elements after it moved by one
+        return [{k: v for k, v in row.items() if k != "sources"} for row, _, _ in found if row]
+
+    assert rows(triples) == rows(whole) and len(triples) == len(whole) + 1
     # ingest quarantines the truncation in every partition (it has no date) and keeps the rows before it
     path = tmp_path / "cut.json"
     path.write_bytes(data[: ends[11] - 25])

@@ -165,6 +165,8 @@ def _stream_file(path: str | os.PathLike, origin: str, start: int | None, stops:
             if reason == "truncated_feed" and isinstance(raw, ElementRef) and cut_of(stream):
                 raw["error"] = f"{cut_of(stream)}; {raw.get('error', '')}"[:300]
             yield row, reason, raw
+    except FeedFileError as err:  # named by its path, which the user gave, not by the origin's short name
+        raise FeedFileError(f"{path}{str(err).removeprefix(origin)}") from None
     finally:
         stream.close()
 

@@ -80,6 +80,8 @@ class GzipTail:
         self.cut = ""
 
     def read(self, n: int = -1) -> bytes:
+        if n < 0:  # all of it
+            return b"".join(iter(lambda: self.read(1 << 20), b""))
         while not self.cut:
             data = self._raw.read(max(n, 1 << 16))  # what one read inflates to is any size: not fewer bytes
             if not data:
@@ -122,6 +124,8 @@ class Recoded:
         self._done = False
 
     def read(self, n: int = -1) -> bytes:
+        if n < 0:  # all of it
+            return b"".join(iter(lambda: self.read(1 << 20), b""))
         while not self._done:
             data = self._raw.read(n)
             self._done = not data
@@ -150,8 +154,11 @@ class _Prefixed:
         self._head, self._stream = head, stream
 
     def read(self, n: int = -1) -> bytes:
+        if n < 0:
+            data, self._head = self._head + self._stream.read(), b""
+            return data
         if self._head:
-            data, self._head = (self._head, b"") if n < 0 or n >= len(self._head) else (self._head[:n], self._head[n:])
+            data, self._head = (self._head, b"") if n >= len(self._head) else (self._head[:n], self._head[n:])
             return data
         return self._stream.read(n)
 

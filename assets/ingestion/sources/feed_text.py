@@ -190,7 +190,7 @@ class _FeedText:
                     raise _FeedEnd("truncated_feed", f"the feed ends inside a record: {err.msg}") from None
                 bad_byte = self.dirty and _UNDECODABLE.match(self.text, err.pos) is not None
                 reason = "invalid_utf8" if bad_byte else "malformed_record_json"
-                resync = self._next_entry(start)
+                resync = self._next_entry(start, err.pos)
                 if resync is not None:  # the record's own brackets are broken: counting them would take the next
                     self.pos = resync
                     return None, reason
@@ -210,13 +210,19 @@ class _FeedText:
                 return value, "invalid_utf8"  # the caller finds which items hold the bytes
             return value, ""
 
-    def _next_entry(self, start: int) -> int | None:
-        """After a record that does not parse, the index of the ``,`` before the next entry of the list in the text
-        held: the first ``, {`` after ``start`` where an object that is an entry (it has ``item``, or is a
-        ClaimReview, as ``entry_key`` says the list's entries are) decodes and is followed by ``,`` or ``]``. None when none is found (``_skip`` then counts the
-        record's brackets). A deleted brace or quote makes bracket counting run into the next records."""
-        for tried, gap in enumerate(_ENTRY_GAP.finditer(self.text, start + 1)):
-            if tried >= _RESYNC_TRIES or gap.start() - start > MAX_RECORD_CHARS:
+    def _next_entry(self, start: int, failed_at: int) -> int | None:
+        """After a record that does not parse, the index of the ``,`` before the next entry of the list, when the
+        parse or the counting of the record's brackets ran into it: the first ``, {`` before the later of the two
+        ends where an object that is an entry (it has ``entry_key``: ``item``, or ``claimReviewed`` in a list of
+        ClaimReviews) decodes and is followed by ``,`` or ``]``. A lost brace or quote makes both run on through the
+        next records; where no value starts at all (stray brackets), the next entry is looked for in all the text
+        held. None when they stop inside the record (``_skip`` then counts its brackets): an entry after it that
+        does not parse (NaN, say) is then read, and quarantined, as itself."""
+        framed = self._scan(start, 0, False)[0]  # where counting brackets ends, or the end of the text held
+        if framed <= start:  # no value starts here (stray brackets between entries): the next entry, wherever it is
+            framed = len(self.text)
+        for tried, gap in enumerate(_ENTRY_GAP.finditer(self.text, start + 1, max(failed_at + 1, framed))):
+            if tried >= _RESYNC_TRIES:
                 return None
             try:
                 value, end = _DECODER.raw_decode(self.text, gap.end() - 1)
@@ -227,6 +233,31 @@ class _FeedText:
             if entry and self.text[after:after + 1] in (",", "]"):
                 return gap.start()
         return None
+
+    def _scan(self, i: int, depth: int, in_string: bool) -> tuple[int, int, bool, bool]:
+        """Brackets counted outside strings over the text held, from index ``i`` inside a value at ``depth``:
+        (index, depth, in a string, closed), closed when the value ends just before the index."""
+        text = self.text
+        while i < len(text):
+            if in_string:
+                i = _IN_STRING.match(text, i).end()
+                if i >= len(text) or text[i] != '"':
+                    return i, depth, True, False  # the string goes on in the next read (perhaps after a cut escape)
+                i, in_string = i + 1, False
+                if depth == 0:
+                    return i, depth, False, True
+                continue
+            token = _OUTSIDE.match(text, i).group()
+            if token == '"':
+                in_string = True
+            elif token[0] in "[{":
+                depth += len(token)
+            elif token[0] in "]}":
+                if depth <= len(token):
+                    return i + depth, 0, False, True
+                depth -= len(token)
+            i += len(token)
+        return i, depth, in_string, False
 
     def _skip(self, reason: str, error: str = "") -> tuple[None, str]:
         """Move the cursor past the value at it without parsing it (brackets counted outside strings, the text
@@ -242,28 +273,10 @@ class _FeedText:
                 if self.pos < len(self.text) or not self.more():
                     return None, reason
         while True:
-            text = self.text
-            while i < len(text):
-                if in_string:
-                    i = _IN_STRING.match(text, i).end()
-                    if i >= len(text) or text[i] != '"':
-                        break  # the string goes on in the next read (perhaps after a cut escape)
-                    i, in_string = i + 1, False
-                    if depth == 0:
-                        self.pos = i
-                        return None, reason
-                    continue
-                token = _OUTSIDE.match(text, i).group()
-                if token == '"':
-                    in_string = True
-                elif token[0] in "[{":
-                    depth += len(token)
-                elif token[0] in "]}":
-                    if depth <= len(token):
-                        self.pos = i + depth
-                        return None, reason
-                    depth -= len(token)
-                i += len(token)
+            i, depth, in_string, closed = self._scan(i, depth, in_string)
+            if closed:
+                self.pos = i
+                return None, reason
             self.pos = i  # what was scanned is let go: memory stays at one read
             if not self.more():
                 self.fail("", f"inside a record that was left unread ({reason})")
