@@ -34,11 +34,13 @@ def stages_model() -> type[pydantic.BaseModel]:
 
 
 def _section_models() -> dict[str, type]:
+    from dagster_project.alerts import AlertsResource, FreshnessSettings
     from dagster_project.resources.llm import LLMResource
     from dagster_project.resources.store import StoreResource
     from dagster_project.resources.web import WebResource
 
-    return {"stages": stages_model(), "web": WebResource, "llm": LLMResource, "store": StoreResource}
+    return {"stages": stages_model(), "web": WebResource, "llm": LLMResource, "store": StoreResource,
+            "alerts": AlertsResource, "freshness": FreshnessSettings}
 
 
 def _nested_model(annotation: Any) -> tuple[type | None, bool]:
@@ -78,7 +80,7 @@ def check_config(config: dict) -> None:
     the wrong type or out of its range raise ``ConfigError`` naming the file, the line and the key."""
     path = config["path"]
     for section, model in _section_models().items():
-        values = config[section]
+        values = config.get(section) or {}  # a section the file leaves out: the model's defaults
         unknown = _unknown_key(values, model, (section,))
         if unknown:
             hint = unknown[1] or " (the keys and their meanings: docs/reference/configuration.md)"

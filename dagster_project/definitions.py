@@ -21,6 +21,7 @@ from assets.ingestion.trusted_reviews import trusted_reviews  # noqa: E402
 from assets.release.asset import release  # noqa: E402
 from assets.scraping.appearances import appearances  # noqa: E402
 from assets.scraping.articles import articles  # noqa: E402
+from dagster_project.alerts import AlertsResource, FreshnessSettings  # noqa: E402
 from dagster_project.checks import CHECKS  # noqa: E402
 from dagster_project.config import load_config  # noqa: E402
 from dagster_project.executors import (  # noqa: E402
@@ -28,10 +29,12 @@ from dagster_project.executors import (  # noqa: E402
     RETRY_DEFAULTS,
     executor_from_config,
 )
+from dagster_project.freshness import FRESHNESS_CHECKS  # noqa: E402
 from dagster_project.resources.llm import LLMResource  # noqa: E402
 from dagster_project.resources.store import StoreResource  # noqa: E402
 from dagster_project.resources.web import WebResource  # noqa: E402
 from dagster_project.schedules import quarterly_schedule  # noqa: E402
+from dagster_project.sensors import alert_sensors  # noqa: E402
 from dagster_project.stage_settings import stage_settings  # noqa: E402
 
 SNAPSHOT_ASSETS = [review_snapshot]  # not partitioned: the sources parsed once per version, read by every quarter
@@ -77,9 +80,12 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
         ALL_STAGES_JOB, selection=dg.AssetSelection.assets(*ALL_ASSETS), tags=retry_tags,
         description="Every stage for one quarter; launch a backfill over quarters from its Partitions tab.",
     )
+    # where alerts go and when a release or the feed is late: the sensors and the freshness checks read them
+    alerts = AlertsResource(**config.get("alerts") or {})
+    resources |= {"alerts": alerts, "freshness": FreshnessSettings(**config.get("freshness") or {})}
     return dg.Definitions(
         assets=assets,
-        asset_checks=CHECKS,
+        asset_checks=CHECKS + FRESHNESS_CHECKS,
         resources=resources,
         jobs=[
             dg.define_asset_job("quarterly_refresh", selection=dg.AssetSelection.assets(*SNAPSHOT_ASSETS, *PIPELINE_ASSETS),
@@ -88,6 +94,7 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
             all_stages,
         ],
         schedules=[quarterly_schedule(config, all_stages)],
+        sensors=alert_sensors(alerts),
         executor=executor_from_config(config.get("executor")),
     )
 

@@ -141,6 +141,9 @@ TOP_LEVEL = {
     "schedule": "the quarterly schedule: `{enabled: false, cron: \"0 3 8 1,4,7,10 *\"}` "
                 "(`dagster_project/schedules.py`)",
     "pools": "Dagster concurrency pool limits, e.g. `{llm: 2, web: 4}`, set on the instance whenever the CLI opens it",
+    "alerts": "where [alerts](#alerts) go: a Slack-compatible webhook and [email](#alerts-smtp) "
+              "([Alerts and freshness](../alerts.md)); secrets only by the name of their variable",
+    "freshness": "when a release or the ClaimReview feed counts as [late](#freshness) (the freshness checks)",
 }
 
 # (section anchor, heading, class path, how the section is written in the file)
@@ -181,6 +184,10 @@ SECTIONS = [
      "stages: {verifier_mode: closed_book}"),
     ("stages-leaderboard", "stages: the leaderboard (board)", "dagster_project.stage_settings:LeaderboardSettings",
      "stages: {bootstrap_resamples: 2000}"),
+    ("alerts", "alerts:", "dagster_project.alerts:AlertsResource", "alerts: {webhook_url_env: SLACK_WEBHOOK_URL}"),
+    ("alerts-smtp", "alerts: smtp:", "dagster_project.alerts:SmtpSettings",
+     "alerts:\n  smtp: {host: smtp.example.org, port: 587, starttls: true, to: [ops@example.org]}"),
+    ("freshness", "freshness:", "dagster_project.alerts:FreshnessSettings", "freshness: {days: 21, feed_days: 14}"),
 ]
 LOADER_SECTION = {"web": "web", "llm": "llm", "store": "store"}  # section -> the loader's dict of that name
 
@@ -334,6 +341,8 @@ def _default(field) -> str:
         return "required"
     else:
         value = field.default
+    if hasattr(type(value), "model_fields"):  # a nested section (alerts: smtp:): its own table gives each key's default
+        return "its keys' defaults (below)"
     text = repr(value) if not isinstance(value, str) else (value or '""')
     if isinstance(value, str) and str(ROOT) in value:
         text = value.replace(str(ROOT), "<repo>")

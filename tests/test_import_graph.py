@@ -22,7 +22,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("core: config file, quarters, cost ledger, instance records, yields page", ("dagster_project.core",)),
     ("runtime base: partitions, the resources and their config, each stage's settings", (
         "dagster_project.partitions", "dagster_project.config", "dagster_project.resources",
-        "dagster_project.stage_settings")),
+        "dagster_project.stage_settings", "dagster_project.alerts")),
     ("the rules the stages share", ("assets.rules",)),
     ("what every stage shares: its wiring and tables, the ensemble", ("assets.stage", "assets.ensemble")),
     ("the release's selection and the demand plans of stages 6 and 7", ("assets.selection",)),
@@ -33,7 +33,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("the jobs that read the release", ("assets.evaluation",)),
     ("checks, schedule, executors, simulation", (
         "dagster_project.checks", "dagster_project.schedules", "dagster_project.executors",
-        "dagster_project.simulation")),
+        "dagster_project.simulation", "dagster_project.freshness", "dagster_project.sensors")),
     ("the definitions", ("dagster_project.definitions",)),
     ("running a quarter, the reports", ("dagster_project.quarter_run", "dagster_project.yield_report")),
     ("the commands", ("dagster_project.commands",)),

@@ -328,9 +328,10 @@ def test_a_backfill_through_two_celery_workers_on_redis_gives_the_simulated_rele
             worker_logs = [p.read_text() for p in logs]
     assert proc.returncode == 0, out
     _, runs, steps = backfill_runs_of(cfg, out)
-    # one task per step: review_snapshot, then the quarter's 10 stages and its 4 asset checks
+    # one task per step: review_snapshot, then the quarter's 10 stages and its 6 asset checks (the freshness checks
+    # of review_snapshot and release join the backfill's runs of their assets)
     tasks = [log.count("succeeded in") for log in worker_logs]
-    assert sum(tasks) == steps == 1 + 10 + 4, (tasks, steps)
+    assert sum(tasks) == steps == 1 + 10 + 6, (tasks, steps)
     assert all(tasks), f"a worker ran no task: {tasks}"  # the steps were shared out, not run by one worker
     assert simulated["server"].panel.counters()["served"] == served  # every answer came from the LLM cache
     assert_same_release(cfg, simulated)

@@ -126,7 +126,8 @@ def _yaml_compose(text: str):
         loader.dispose()
 
 
-_MAPPINGS = ("web", "llm", "store", "stages", "executor", "schedule", "pools")  # sections that hold settings by name
+# sections that hold settings by name
+_MAPPINGS = ("web", "llm", "store", "stages", "executor", "schedule", "pools", "alerts", "freshness")
 
 
 def nearest(key: object, known) -> str:
@@ -314,7 +315,8 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise config_error(cfg_path, (), f"the config must be a mapping of sections (data_dir, sources, web, ...), "
                                          f"not {type(raw).__name__}")
-    sections = {"data_dir", "sources", "web", "llm", "store", "stages", "executor", "schedule", "pools"}
+    sections = {"data_dir", "sources", "web", "llm", "store", "stages", "executor", "schedule", "pools", "alerts",
+                "freshness"}
     _check_shape(raw, cfg_path, sections)
     base = cfg_path.parent
     data_dir = Path(_resolve(raw.get("data_dir", ".veritas"), base))
@@ -338,6 +340,8 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
     schedule = dict(raw.get("schedule") or {})  # {enabled: bool, ...}: see schedules.py
     return {"path": str(cfg_path), "data_dir": str(data_dir), "web": web, "llm": llm, "store": store, "stages": stages,
             "executor": executor, "schedule": schedule,
+            # where alerts go and when a release or the feed is late (dagster_project/alerts.py)
+            "alerts": dict(raw.get("alerts") or {}), "freshness": dict(raw.get("freshness") or {}),
             "pools": {str(k): int(v) for k, v in (raw.get("pools") or {}).items()}}  # pool -> concurrent steps
 
 
