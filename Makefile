@@ -20,7 +20,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install demo test docs dev check-defs clean system-deps llama-wheel
+.PHONY: install demo test docs dev check-defs clean system-deps llama-wheel serve instance-settings
 
 install: $(STAMP)
 
@@ -63,22 +63,29 @@ DG := VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH="$(CURDIR)/$(BIN):$$PATH" DAGSTER_HOME=
 
 # the Dagster UI (webserver and daemon) on port 3000, with the runs of `veritas` commands (the same DAGSTER_HOME);
 # `dagster dev -w workspace.yaml` serves the same code location
-dev: install .veritas/dagster/dagster.yaml
+dev: instance-settings
 	$(DG) dev --host 127.0.0.1 --port 3000
 
 # loads every definition of the code location as `dg` and the UI do (CI runs it before the tests)
-check-defs: install .veritas/dagster/dagster.yaml
+check-defs: instance-settings
 	$(DG) check defs
 
-# the local Dagster instance's settings: telemetry off (`dg` and the UI read it; `veritas` writes its own)
-.veritas/dagster/dagster.yaml:
-	mkdir -p .veritas/dagster
-	printf 'telemetry:\n  enabled: false\n' > $@
+# the local Dagster instance's settings (.veritas/dagster/dagster.yaml), written from veritas.yaml's instance: section
+# as every `veritas` command writes them (telemetry off, the run queue, the storage); `dg` and the UI read them.
+# A dagster.yaml of your own there (without the project's first line) is left as it is.
+instance-settings: install
+	DAGSTER_HOME=$(CURDIR)/.veritas/dagster $(BIN)/veritas instance
+
+# the deployment on this machine (docs/how-to/deploy.md): PostgreSQL when veritas.yaml's instance: section names a
+# local cluster, the Dagster daemon and the webserver on http://127.0.0.1:3000; Ctrl-C stops them all
+serve: install
+	$(BIN)/veritas serve
 
 clean:
 	rm -rf .veritas
 
 # Debian packages some tests use (skipped where absent, except in CI: .ci/run installs them and fails on a skip):
-# Redis for the Celery test, Chromium for the dashboard screenshot, WordNet 3.0 for METEOR synonyms. Needs root.
+# Redis for the Celery test, Chromium for the dashboard screenshot, WordNet 3.0 for METEOR synonyms, PostgreSQL's
+# server for the instance on PostgreSQL and the daemon tests (and `veritas serve`'s local cluster). Needs root.
 system-deps:
-	apt-get install -y --no-install-recommends redis-server chromium wordnet-base
+	apt-get install -y --no-install-recommends redis-server chromium wordnet-base postgresql

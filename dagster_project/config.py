@@ -35,12 +35,13 @@ def stages_model() -> type[pydantic.BaseModel]:
 
 def _section_models() -> dict[str, type]:
     from dagster_project.alerts import AlertsResource, FreshnessSettings
+    from dagster_project.core.instance_settings import InstanceSettings
     from dagster_project.resources.llm import LLMResource
     from dagster_project.resources.store import StoreResource
     from dagster_project.resources.web import WebResource
 
     return {"stages": stages_model(), "web": WebResource, "llm": LLMResource, "store": StoreResource,
-            "alerts": AlertsResource, "freshness": FreshnessSettings}
+            "alerts": AlertsResource, "freshness": FreshnessSettings, "instance": InstanceSettings}
 
 
 def _nested_model(annotation: Any) -> tuple[type | None, bool]:

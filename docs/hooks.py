@@ -144,6 +144,8 @@ TOP_LEVEL = {
     "alerts": "where [alerts](#alerts) go: a Slack-compatible webhook and [email](#alerts-smtp) "
               "([Alerts and freshness](../alerts.md)); secrets only by the name of their variable",
     "freshness": "when a release or the ClaimReview feed counts as [late](#freshness) (the freshness checks)",
+    "instance": "where the Dagster [instance](#instance) keeps its runs, events and schedules: SQLite files (default) "
+                "or PostgreSQL, the URL only in a variable ([Deploy it](../how-to/deploy.md))",
 }
 
 # (section anchor, heading, class path, how the section is written in the file)
@@ -156,6 +158,8 @@ SECTIONS = [
     ("llm-fallbacks", "llm: members: fallbacks: (each fallback)", "dagster_project.resources.llm:FallbackModel",
      "fallbacks:\n  - {model: azure/gpt-5.2, api_base: https://example.openai.azure.com}"),
     ("store", "store:", "dagster_project.resources.store:StoreResource", "store: {kind: s3, bucket: veritas-data}"),
+    ("instance", "instance:", "dagster_project.core.instance_settings:InstanceSettings",
+     "instance: {storage: postgres, postgres_url_env: VERITAS_POSTGRES_URL}"),
     # stages: one flat section in the file, read by one settings model per stage or group (the resource key the
     # assets name it by follows the heading)
     ("stages", "stages: stages 1-2 (ingestion)", "dagster_project.stage_settings:IngestionSettings",

@@ -101,7 +101,7 @@ def test_a_broken_config_file_gives_one_line_naming_file_line_and_key(tmp_path, 
                                         "not list"),
             "pools_0": ("pools:\n  llm: 0\n", "2: pools.llm: must be a whole number of steps >= 1, not 0"),
             "unknown_section": ("data_dir: x\nstage:\n  release_size: 10\n", "2: stage: unknown key; did you mean "
-                                "stages? (the sections are: alerts, data_dir, executor, freshness, llm, pools, "
+                                "stages? (the sections are: alerts, data_dir, executor, freshness, instance, llm, pools, "
                                 "schedule, sources, stages, store, web)"),
         }[case]
         Path(cfg).write_text(text)

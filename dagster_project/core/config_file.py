@@ -3,6 +3,7 @@
 
 import difflib
 import os
+import re
 import reprlib
 from pathlib import Path
 from typing import Any
@@ -42,13 +43,17 @@ def clip(text: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]*@")  # the user:password@ of a URL
+
+
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
-    """The ``repr`` of a value read from the file, bounded (never the whole of a huge or deeply nested value)."""
+    """The ``repr`` of a value read from the file, bounded (never the whole of a huge or deeply nested value), with
+    the ``user:password@`` of any URL in it left out: a secret put where it does not belong is not echoed."""
     try:
         text = _REPR.repr(value)
     except Exception:  # noqa: BLE001 - a value whose repr fails is shown by its type
         text = f"<{type(value).__name__}>"
-    return clip(text, limit)
+    return clip(_USERINFO.sub(r"\1***@", text), limit)
 
 
 class _Refused(yaml.YAMLError):
@@ -127,7 +132,7 @@ def _yaml_compose(text: str):
 
 
 # sections that hold settings by name
-_MAPPINGS = ("web", "llm", "store", "stages", "executor", "schedule", "pools", "alerts", "freshness")
+_MAPPINGS = ("web", "llm", "store", "stages", "executor", "schedule", "pools", "alerts", "freshness", "instance")
 
 
 def nearest(key: object, known) -> str:
@@ -316,7 +321,7 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
         raise config_error(cfg_path, (), f"the config must be a mapping of sections (data_dir, sources, web, ...), "
                                          f"not {type(raw).__name__}")
     sections = {"data_dir", "sources", "web", "llm", "store", "stages", "executor", "schedule", "pools", "alerts",
-                "freshness"}
+                "freshness", "instance"}
     _check_shape(raw, cfg_path, sections)
     base = cfg_path.parent
     data_dir = Path(_resolve(raw.get("data_dir", ".veritas"), base))
@@ -342,6 +347,8 @@ def load_config(path: str | os.PathLike | None = None) -> dict[str, Any]:
             "executor": executor, "schedule": schedule,
             # where alerts go and when a release or the feed is late (dagster_project/alerts.py)
             "alerts": dict(raw.get("alerts") or {}), "freshness": dict(raw.get("freshness") or {}),
+            # where the Dagster instance keeps its runs and events (dagster_project/core/instance.py)
+            "instance": dict(raw.get("instance") or {}),
             "pools": {str(k): int(v) for k, v in (raw.get("pools") or {}).items()}}  # pool -> concurrent steps
 
 
