@@ -11,18 +11,22 @@ import time
 SIM_PANELS: list = []  # the panel servers running now (a signal stops them before the process exits)
 
 
-def run_quarter(config_path: str | None, quarter: str, until: str | None = None) -> bool:
-    """Materialize the stages (up to ``until``) for one quarter in process; returns success."""
-    return materialize_quarter(config_path, quarter, until)[0]
+def run_quarter(config_path: str | None, quarter: str, until: str | None = None,
+                allow_missing_earlier: bool = False) -> bool:
+    """Materialize the stages (up to ``until``) for one quarter in process; returns success. The release refuses to
+    be built without an earlier quarter's release (missing or stale) unless ``allow_missing_earlier``."""
+    return materialize_quarter(config_path, quarter, until, allow_missing_earlier)[0]
 
 
-def materialize_quarter(config_path: str | None, quarter: str, until: str | None = None) -> tuple[bool, str]:
+def materialize_quarter(config_path: str | None, quarter: str, until: str | None = None,
+                        allow_missing_earlier: bool = False) -> tuple[bool, str]:
     """``run_quarter`` that also says why a failed run failed: ``(False, "scored_claims: ModelUnavailable: ...")``."""
     from dagster_project.core.config_file import log_level
 
     level = log_level("INFO")  # before the slow imports: a bogus $VERITAS_LOG_LEVEL is one line at once
     import dagster as dg
 
+    from assets.release.chain import ALLOW_TAG
     from dagster_project.checks import CHECKS
     from dagster_project.config import load_config
     from dagster_project.core.instance import project_instance
@@ -48,7 +52,7 @@ def materialize_quarter(config_path: str | None, quarter: str, until: str | None
         partition_key=to_key(label),
         resources=build_resources(config),
         instance=project_instance(config),
-        tags={"veritas/quarter": label},
+        tags={"veritas/quarter": label, **({ALLOW_TAG: "true"} if allow_missing_earlier else {})},
         run_config={"loggers": {"console": {"config": {"log_level": level}}}},
         raise_on_error=False,
     )
@@ -56,6 +60,39 @@ def materialize_quarter(config_path: str | None, quarter: str, until: str | None
     print(f"[veritas] {label}: {'done' if result.success else 'FAILED'} in {time.monotonic() - started:.1f}s"
           + (f": {reason}" if reason else ""), flush=True)
     return result.success, reason
+
+
+def releases_in(until: str | None) -> bool:
+    """Whether a run up to ``until`` (None: every stage) builds the release."""
+    from dagster_project.definitions import ASSET_NAMES
+
+    return until is None or (until in ASSET_NAMES and ASSET_NAMES.index(until) >= ASSET_NAMES.index("release"))
+
+
+def earlier_refusal(config_path: str | None, quarter: str) -> str:
+    """Why the quarter's release may not be built now, before anything runs ("" when it may): an earlier quarter's
+    release is missing or stale (``assets/release/chain.py``; the release asset refuses the same)."""
+    from assets.release.chain import gap_message, release_gaps
+    from dagster_project.config import load_config
+    from dagster_project.core.instance import project_instance
+    from dagster_project.core.quarters import partition_label
+    from dagster_project.resources.store import StoreResource
+
+    config = load_config(config_path)
+    missing, stale = release_gaps(project_instance(config), StoreResource(**config["store"]), partition_label(quarter))
+    return gap_message(quarter, missing, stale, "pass --allow-missing-earlier") if missing or stale else ""
+
+
+def stale_later(config_path: str | None, quarter: str) -> str:
+    """After the quarter's release was built: the later releases that are stale now (built before it), and the
+    command that rebuilds them, as one line; "" when none is."""
+    from assets.release.chain import later_message, later_stale, recorded_releases
+    from dagster_project.config import load_config
+    from dagster_project.core.instance import project_instance
+    from dagster_project.core.quarters import to_label
+
+    stale = later_stale(recorded_releases(project_instance(load_config(config_path))), to_label(quarter))
+    return later_message(quarter, stale) if stale else ""
 
 
 def failure_reason(result) -> str:

@@ -23,6 +23,7 @@ from assets.evaluation.verifier_contamination import (
 from assets.release.recurring import recurring_ids
 from assets.rules.bins import bin3_published, bin7_published
 from assets.stage.wiring import quarter_of_context, stage_asset
+from dagster_project.core.atomic_files import atomic_write
 from dagster_project.partitions import quarter_of, to_label
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource
@@ -310,13 +311,17 @@ def plot_mse_by_quarter(full: dict, path: Path) -> Path:
 
 
 def save_figure(fig, path: Path) -> Path:
-    """A matplotlib figure written to ``path`` (its folder made) and closed."""
+    """A matplotlib figure written to ``path`` (its folder made; beside it, then renamed) and closed."""
+    import io
+
     import matplotlib.pyplot as plt
 
+    path = Path(path)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    image = io.BytesIO()
+    fig.savefig(image, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
+    atomic_write(path, image.getvalue())
     return path
 
 
@@ -342,15 +347,17 @@ def plot_confusion(conf: dict, path: Path, title: str = "Integrity, 3 bins") -> 
 
 
 def write_report(full: dict, out: Path) -> dict[str, Path]:
-    """evaluation.json, evaluation.txt (the table), evaluation.csv and the two PNG plots in ``out``."""
+    """evaluation.json, evaluation.txt (the table), evaluation.csv and the two PNG plots in ``out``, each written
+    beside its place and renamed into it: a crash or a full disk never leaves half a file (a file written before
+    stays whole)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {
         "json": out / "evaluation.json", "table": out / "evaluation.txt", "csv": out / "evaluation.csv",
         "mse_plot": out / "mse_by_quarter.png", "confusion_plot": out / "confusion_integrity.png",
     }
-    paths["json"].write_text(json.dumps(full, indent=2, ensure_ascii=False, default=str))
-    paths["table"].write_text(text_table(full))
-    report_table(full).write_csv(paths["csv"])
+    atomic_write(paths["json"], json.dumps(full, indent=2, ensure_ascii=False, default=str).encode("utf-8"))
+    atomic_write(paths["table"], text_table(full).encode("utf-8"))
+    atomic_write(paths["csv"], report_table(full).write_csv().encode("utf-8"))
     plot_mse_by_quarter(full, paths["mse_plot"])
     plot_confusion(full["overall"]["confusion3"], paths["confusion_plot"])
     return paths

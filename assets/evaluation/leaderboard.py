@@ -24,7 +24,7 @@ import dagster as dg
 import numpy as np
 import polars as pl
 import yaml
-from pydantic import BaseModel, field_validator, model_validator
+from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
 from assets.evaluation.evaluation import (
     cutoff_position,
@@ -90,6 +90,8 @@ class System(BaseModel):
     @field_validator("predictions", mode="before")
     @classmethod
     def _quarters(cls, value) -> dict:
+        if value is not None and not isinstance(value, dict):
+            return value  # not a mapping: the field's type says what is wrong with it
         return {to_label(str(q)): str(p) for q, p in (value or {}).items()}
 
     @model_validator(mode="after")
@@ -128,11 +130,30 @@ def read_system_file(path: Path):
                          "systems folder") from None
 
 
+def read_system(path: Path) -> System:
+    """One system file as a System (prediction paths resolved against its folder), or a ValueError of one line that
+    names the file and what is wrong: not UTF-8, not YAML, not a mapping, or a field its schema refuses."""
+    raw = read_system_file(path) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a system file is a mapping (name, kind, knowledge_cutoff, ...)")
+    if isinstance(raw.get("predictions"), dict):
+        raw["predictions"] = {q: str((path.parent / str(p)).resolve()) for q, p in raw["predictions"].items()}
+    try:
+        return System.model_validate({"name": path.stem, **raw, "source": str(path)})
+    except ValidationError as err:
+        e = err.errors()[0]
+        field = ".".join(str(part) for part in e["loc"])
+        given = f" is {repr(e['input'])[:60]}" if e["type"] != "missing" else ""
+        raise ValueError(f"{path}: {f'field {field}{given}: ' if field else ''}{e['msg']}; fix the file or move it "
+                         "out of the systems folder") from None
+
+
 def load_systems(folder: str | Path, unreadable: list[str] | None = None) -> list[System]:
     """Every ``*.yaml`` in ``folder``, one system each; prediction paths resolve against the file's folder.
 
-    ``unreadable``: a list that collects one line per file that is not a UTF-8 YAML mapping (naming it), which is
-    then left out so that the others are still ranked; without it such a file is a ValueError naming it."""
+    ``unreadable``: a list that collects one line per file that cannot be a system (not a UTF-8 YAML mapping, or a
+    field its schema refuses), naming it; such a file is left out so that the others are still ranked. Without it
+    such a file is a ValueError naming it."""
     folder = Path(folder)
     files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]) if folder.is_dir() else []
     if not files:
@@ -140,19 +161,11 @@ def load_systems(folder: str | Path, unreadable: list[str] | None = None) -> lis
     systems = []
     for path in files:
         try:
-            raw = read_system_file(path) or {}
-            if not isinstance(raw, dict):
-                raise ValueError(f"{path}: a system file is a mapping (name, kind, knowledge_cutoff, ...)")
+            systems.append(read_system(path))
         except ValueError as err:
             if unreadable is None:
                 raise
             unreadable.append(str(err))
-            continue
-        raw["predictions"] = {q: str((path.parent / p).resolve()) for q, p in (raw.get("predictions") or {}).items()}
-        try:
-            systems.append(System.model_validate({"name": path.stem, **raw, "source": str(path)}))
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from err
     if not systems:
         raise ValueError(f"{folder}: no system file could be read: {'; '.join(unreadable or [])}")
     names = [s.name for s in systems]

@@ -156,11 +156,16 @@ def prediction_from_json(raw: dict, quarter: str, system: str) -> Prediction:
     if media is not None and not isinstance(media, list):
         raise ValueError(f"field media: {json_shown(media)} is not a list; give "
                          "[{id, authenticity, contextualization}] or leave it out")
-    predicted_media = []
+    predicted_media, first_at = [], {}
     for i, m in enumerate(media or []):
         if not isinstance(m, dict) or "id" not in m:
             raise ValueError(f"field media[{i}]: expected an object {{id, authenticity, contextualization}}")
-        predicted_media.append({"id": _integer(m["id"], f"media[{i}].id"),
+        mid = _integer(m["id"], f"media[{i}].id")
+        if mid in first_at:  # two scores for one medium: which one counts would be a guess
+            raise ValueError(f"field media[{i}].id: {mid} is given twice (media[{first_at[mid]}] too); keep one "
+                             "score per medium")
+        first_at[mid] = i
+        predicted_media.append({"id": mid,
                                 "authenticity": _score(m.get("authenticity"), f"media[{i}].authenticity"),
                                 "contextualization": _score(m.get("contextualization"),
                                                             f"media[{i}].contextualization")})

@@ -6,6 +6,16 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from assets.release.card import integrity_summary, vision_note
+from assets.release.chain import (
+    ALLOW_TAG,
+    chain_gaps,
+    gap_message,
+    later_message,
+    later_stale,
+    nearest_before,
+    quarters_with_data,
+    recorded_releases,
+)
 from assets.release.numbering import media_phashes, ordered_release
 from assets.release.provenance import (
     code_version,
@@ -30,8 +40,7 @@ from assets.selection.release_selection import select_undetectable
 from assets.selection.shortcut_audit import pool_rows, release_rows, shortcut_audit
 from assets.stage.tables import StageYield, load_upstream
 from assets.stage.wiring import quarter_of_context, stage_asset
-from dagster_project.core.instance_records import latest_json, latest_materialization
-from dagster_project.partitions import to_label
+from dagster_project.core.instance_records import latest_json
 from dagster_project.resources.llm import LLMResource
 from dagster_project.resources.store import StoreResource, new_version
 from dagster_project.stage_settings import (
@@ -48,23 +57,36 @@ from schemas.records import (
 STAGE = "release"
 
 
-# A release reads the releases before it (recurring claims): the quarter before's, through this self-dependency, and
-# the ones that release read. So a backfill builds releases oldest first, and a rebuilt release makes the next stale.
+# A release reads the releases before it (recurring claims): the quarter before's, through this self-dependency (or,
+# past quarters without reviews, the nearest earlier one), and the ones that release read. So a backfill builds
+# releases oldest first, a rebuilt release makes the next stale, and none is built on a missing or stale one
+# (``earlier_checked``, assets/release/chain.py).
 with warnings.catch_warnings():  # the first partition's quarter before does not exist: beta in 1.13, and needed
     warnings.simplefilter("ignore", dg.BetaWarning)
     PREVIOUS_QUARTER = dg.TimeWindowPartitionMapping(start_offset=-1, end_offset=-1,
                                                      allow_nonexistent_upstream_partitions=True)
 
 
-def previous_release(context: dg.AssetExecutionContext) -> tuple[str, str, str] | None:
-    """(quarter, version, content id) of the release of the quarter before, as Dagster recorded its latest
-    materialization; None when that quarter has none (the first partition, or a quarter never released)."""
-    for key in context.asset_partition_keys_for_input("release"):
-        record = latest_materialization(context.instance, "release", to_label(key))
-        if record is not None:
-            meta = record.asset_materialization.metadata
-            return to_label(key), meta["version"].value, meta["content_id"].value if "content_id" in meta else ""
-    return None
+def previous_release(releases: dict[str, dict], quarter: str) -> tuple[str, str, str] | None:
+    """(quarter, version, content id) of the release of the nearest earlier quarter that has one, as Dagster
+    recorded its latest materialization (``chain.recorded_releases``); None when none before it has one. Quarters
+    between without a release hold no reviews (``earlier_checked`` refused the others, unless told not to)."""
+    before = nearest_before(releases, quarter)
+    return (before, releases[before]["version"], releases[before]["content_id"]) if before else None
+
+
+def earlier_checked(context: dg.AssetExecutionContext, store: StoreResource, quarter: str) -> tuple[dict, list[str]]:
+    """The recorded releases, and the earlier quarters this release is built without (missing or stale ones; only
+    with the run tag ``ALLOW_TAG``): a dg.Failure naming them otherwise, before anything is read or written, so that
+    no launch (``veritas run``, a backfill, the schedule, the UI) points LATEST at a release built without them."""
+    releases = recorded_releases(context.instance)
+    missing, stale = chain_gaps(releases, quarters_with_data(context.instance, store), quarter)
+    if not (missing or stale):
+        return releases, []
+    if context.run.tags.get(ALLOW_TAG) != "true":
+        raise dg.Failure(gap_message(quarter, missing, stale, f"launch the run with the tag {ALLOW_TAG}=true"))
+    context.log.warning(f"release {quarter}: built without the releases of {', '.join(missing + stale)} ({ALLOW_TAG})")
+    return releases, sorted(missing + stale)
 
 
 @stage_asset(
@@ -78,8 +100,9 @@ def release(
     ingestion: IngestionSettings, store: StoreResource, llm: LLMResource
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
+    releases, without = earlier_checked(context, store, quarter)
     claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
-    previous = previous_release(context)
+    previous = previous_release(releases, quarter)
     chain = earlier_releases(previous[:2] if previous else None, store.release_folder)
     earlier = {q: release_fingerprints(folder) for q, folder in chain.items()}
     recurring = match_recurring(claims, earlier, release_rules.text_duplicate_similarity,
@@ -129,7 +152,7 @@ def release(
                       "share": round(len(marks) / max(len(chosen), 1), 4),
                       "claims": {str(k): v for k, v in sorted(marks.items())}, "earlier_quarters": sorted(earlier),
                       "earlier_releases": {q: release_content_id(folder) for q, folder in chain.items()},
-                      "dropped": len(claims) - len(pool)},
+                      "dropped": len(claims) - len(pool), **({"built_without": without} if without else {})},
         "injection_policy": claim_rules.injection_policy,
     }
     manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance, flags, marks)
@@ -151,11 +174,16 @@ def release(
         context.log.warning(f"release {quarter}: no balanced pair available ({report['available']}); the split has no Intact/Compromised claims")
     if note := vision_note(manifest):  # media claims rated by members that cannot see them
         context.log.warning(f"release {quarter}: {note}")
+    now = {**releases, quarter: {"version": version, "content_id": content_id,
+                                 "previous_release": previous[2] if previous else ""}}
+    if stale_after := later_stale(now, quarter):  # built before this one (newest first): say so, and how to fix it
+        context.log.warning(f"release {quarter}: {later_message(quarter, stale_after)}")
     summary = integrity_summary(manifest)
     context.log.info(f"release {quarter}: " + "; ".join(summary))
     meta.update({
         "quarter": quarter, "version": version, "path": dg.MetadataValue.path(str(final)),
         "content_id": content_id, "previous_release": previous[2] if previous else "",
+        "built_without": ", ".join(without) or "none",
         **{f"claims/{k}": v for k, v in counts.items()},
         **{f"media/{k}": v for k, v in manifest["counts"]["media_counts"].items()},
         "claims/with_media": report["media_claims"], "claims/injection_flagged": sum(bool(f) for f in flags),

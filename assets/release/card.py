@@ -195,8 +195,15 @@ def integrity_markdown(report: dict, heading: str = "##") -> str:
             " matched by text (the in-quarter near-duplicate measure) or by a medium's perceptual hash; policy "
             f"`{recurring['mode']}`" + (f", {recurring.get('dropped', 0)} left out before selection" if recurring["mode"] == "drop" else "")
             + ". The evaluation's cut-off view and the leaderboard's clean window leave them out: a model may have seen "
-            "them before its cut-off.")
+            "them before its cut-off." + built_without(recurring))
     return "\n\n".join(parts)
+
+
+def built_without(recurring: dict) -> str:
+    """The sentence of a release built without some earlier releases (``veritas run --allow-missing-earlier``)."""
+    missing = recurring.get("built_without") or []
+    return (f" BUILT WITHOUT the releases of {', '.join(missing)} (missing or stale when it was built): claims that "
+            "recur from them are not marked; rebuild it once they are built") if missing else ""
 
 
 def simulated_panel(report: dict) -> bool:
@@ -295,7 +302,8 @@ def integrity_summary(report: dict) -> list[str]:
     if report.get("recurring"):
         r = report["recurring"]
         lines.append(f"recurring from earlier releases ({r['mode']}): {r['count']} claims ({r['share']:.1%})"
-                     + (f", {r['dropped']} left out before selection" if r["mode"] == "drop" else ""))
+                     + (f", {r['dropped']} left out before selection" if r["mode"] == "drop" else "")
+                     + built_without(r))
     return lines
 
 

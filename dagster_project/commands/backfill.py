@@ -11,9 +11,11 @@ read the backfill's own status. ``--until leaderboard`` runs every stage of each
 (not partitioned), once, after every quarter's evaluation: reviews to leaderboard in one backfill. Ctrl-C or SIGTERM cancels the backfill: the quarter under way stops at its
 current step (here) or is terminated (processes), the queued ones never start. ``veritas backfill --retry ID``
 starts a new backfill of what ID did not materialize. ``veritas backfill --stale`` rebuilds the quarters whose stages
-are stale (a parent materialized anew since, as the UI shows; for the release, also a release of the quarter before
-other than the one it read), round after round, since a rebuilt release can make the next one stale. Pool limits (``pools:`` in the config) are set on the
-instance, so they bind every run of it.
+are stale (a parent materialized anew since, as the UI shows; for the release, also a release before it other than
+the one it read), round after round, since a rebuilt release can make the next one stale. A backfill that builds
+releases refuses to start after a missing or stale earlier release (naming it: ``assets/release/chain.py``), and
+once done rebuilds the later releases it left stale, so that no stale release stays LATEST. Pool limits
+(``pools:`` in the config) are set on the instance, so they bind every run of it.
 """
 
 import argparse
@@ -211,46 +213,29 @@ def retry_backfill(instance, context, backfill_id: str) -> str:
     return backfill.backfill_id
 
 
-def release_reads_another(instance, graph, key: str) -> bool:
-    """Whether the quarter's release read a release of the quarter before other than the one Dagster records now
-    (its metadata ``previous_release`` against that one's ``content_id``, "" for none). Dagster's own stale status
-    misses one case: the first release an instance ever built records no pointer to the quarter before, so a
-    release built before the one of the quarter before looks fresh to it."""
-    import dagster as dg
-
-    from dagster_project.core.instance_records import latest_materialization
-    from dagster_project.partitions import to_label
-
-    record = latest_materialization(instance, "release", to_label(key))
-    if record is None or "previous_release" not in record.asset_materialization.metadata:
-        return False  # never built, or built before releases named the release they read
-    read = record.asset_materialization.metadata["previous_release"].value
-    release = dg.AssetKey("release")
-    for parent in graph.get_parent_partition_keys_for_child(key, release, release).partitions_subset.get_partition_keys():
-        before = latest_materialization(instance, "release", to_label(parent))
-        now = None if before is None else before.asset_materialization.metadata.get("content_id")
-        return read != (now.value if now is not None else "")
-    return read != ""
-
-
 def stale_partitions(instance, context, stages: list[str], keys: list[str]) -> list[tuple[str, str]]:
     """(stage, partition key) of each materialized quarter of ``stages`` that is stale: Dagster's stale status (what
-    the UI shows), or a release that read another release of the quarter before than the current one."""
+    the UI shows), or a release that read another release than the current one before it (``chain.reads_another``:
+    Dagster 1.13 records no pointer to the quarter before for the first release an instance builds, so a release
+    built before the one of the quarter before looks fresh to it)."""
     import dagster as dg
+
+    from assets.release.chain import reads_another, recorded_releases
+    from dagster_project.partitions import to_label
     CachingStaleStatusResolver = private("CachingStaleStatusResolver")
     StaleStatus = private("StaleStatus")
     partition_loading_context = private("partition_loading_context")
 
     request = context.create_request_context()
-    graph = request.asset_graph
-    resolver = CachingStaleStatusResolver(instance, graph, request)
+    resolver = CachingStaleStatusResolver(instance, request.asset_graph, request)
+    releases = recorded_releases(instance) if "release" in stages else {}
     found = []
     with partition_loading_context(dynamic_partitions_store=instance):
         for stage in stages:
             for key in keys:
                 status = resolver.get_status(dg.AssetKey(stage), key)
                 if status == StaleStatus.STALE or (
-                        stage == "release" and status != StaleStatus.MISSING and release_reads_another(instance, graph, key)):
+                        stage == "release" and to_label(key) in releases and reads_another(releases, to_label(key))):
                     found.append((stage, key))
     return found
 
@@ -430,6 +415,35 @@ def stale_rounds(instance, context, stages: list[str], keys: list[str], bars: bo
                        "without settling")
 
 
+def refuse_missing_earlier(instance, config: dict, stages: list[str], keys: list[str]) -> None:
+    """A backfill that builds releases starts where every earlier release is there and current: a ValueError naming
+    the missing or stale ones otherwise, and the range that builds them too (``assets/release/chain.py``)."""
+    from assets.release.chain import gap_message, release_gaps
+    from dagster_project.resources.store import StoreResource
+
+    if "release" in stages:
+        missing, stale = release_gaps(instance, StoreResource(**config["store"]), keys[0])
+        if missing or stale:
+            raise ValueError(f"no backfill was created: {gap_message(keys[0], missing, stale, last=keys[-1])}")
+
+
+def settle_later_releases(instance, context, stages: list[str], bars: bool, tick: float, stop: Stop,
+                          here: bool) -> tuple[str, str] | None:
+    """After a backfill that built releases: the later releases it left stale (built before the ones it built)
+    rebuilt, round after round, so that no stale release stays LATEST; None when none is stale."""
+    from assets.release.chain import reads_another, recorded_releases
+    from dagster_project.partitions import quarterly_partitions
+
+    releases = recorded_releases(instance) if "release" in stages else {}
+    stale = [q for q in releases if reads_another(releases, q)]
+    if not stale:
+        return None
+    print(f"[backfill] releases built before the ones this backfill built, stale now: {', '.join(stale)}",
+          flush=True)
+    keys = quarter_keys(stale[0], quarterly_partitions.get_last_partition_key())
+    return stale_rounds(instance, context, ["release"], keys, bars, tick, stop, here)
+
+
 def run_config() -> dict:
     """The runs' console log level (their output is the command's): ``$VERITAS_LOG_LEVEL``, else warnings only."""
     from dagster_project.core.config_file import log_level
@@ -464,6 +478,7 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
             raise ValueError("give --from A [--to B], --stale, or --retry ID")
         stages = stage_selection(start, None if until == BOARD else until)
         keys = quarter_keys(first, last or quarterly_partitions.get_last_partition_key())
+        refuse_missing_earlier(instance, config, stages, keys)
     here = launches_here(stages, launch) and not daemon_serves(instance)
     stop = Stop(instance, "")
     if here:  # this command's instance only: the UI's and the daemon's keep their own launcher
@@ -491,6 +506,9 @@ def run_backfill(config_path: str | None, first: str | None, last: str | None, u
                   f"{' (a dagster-daemon runs it)' if daemon_serves(instance) else ''}", flush=True)
             stop.backfill_id = backfill_id
             status = follow(instance, context, backfill_id, stages, total, bars, tick, stop, here)
+            if status == "COMPLETED_SUCCESS" and stop.at is None and (
+                    settled := settle_later_releases(instance, context, stages, bars, tick, stop, here)):
+                backfill_id, status = settled
     print(f"[backfill] {backfill_id}: {status}", flush=True)
     if status == "COMPLETED_SUCCESS":
         return 0

@@ -44,7 +44,7 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
                    help="averitec (default): the official scorer's rules, numbers comparable with published ones; "
                         "lenient: word tokens, answers joined per question, identical texts 1.0, recall >= lambda")
     a.add_argument("--judge-member", default="", help="score pairs with this LLM member instead of METEOR")
-    a.add_argument("--out", help="write the full result (per claim) as JSON here")
+    a.add_argument("--out", help="write the full result (per claim) as JSON here (outside the data dir and the store)")
     a.set_defaults(handler=averitec)
     return [p, a]
 
@@ -94,11 +94,31 @@ def averitec_items(gold_path: str, predictions_path: str) -> list[dict]:
     return items
 
 
+def averitec_out_problem(out: Path, config_path: str | None) -> str:
+    """Why the result cannot go to ``out`` ("" when it can): inside the store or the data dir (the LLM cache, the
+    Dagster instance), which only the pipeline writes, as for ``evaluate --out``; or a folder where a file is needed."""
+    from dagster_project.core.config_file import load_config
+    from dagster_project.core.store_paths import refuse_in_store, store_root
+
+    why = "only the pipeline writes there"
+    try:
+        refuse_in_store("--out", out, store_root(config_path), why, ("is", "is inside"))
+        refuse_in_store("--out", out, Path(load_config(config_path)["data_dir"]), why, ("is", "is inside"),
+                        "the data dir", "the store, the LLM cache, the Dagster instance")
+    except ValueError as err:
+        return str(err)
+    return f"--out {out} is a folder; the result is one JSON file: give a file path" if out.is_dir() else ""
+
+
 def averitec(args: argparse.Namespace) -> int:
     import json
 
     from assets.evaluation.evidence_scoring import averitec_score
+    from dagster_project.core.atomic_files import atomic_write
 
+    if args.out and (problem := averitec_out_problem(Path(args.out), getattr(args, "config", None))):
+        print(f"veritas averitec-score: {problem}", file=sys.stderr)
+        return 2
     try:
         items = averitec_items(args.gold, args.predictions)
     except (ValueError, FileNotFoundError) as err:
@@ -122,8 +142,13 @@ def averitec(args: argparse.Namespace) -> int:
           f"label accuracy {result['label_accuracy']:.4f}")
     for t, acc in result["accuracy"].items():
         print(f"accuracy at evidence recall {'>' if args.rules == 'averitec' else '>='} {t}: {acc:.4f}")
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    if args.out:  # beside it, then renamed: a crash or a full disk never leaves half a result
+        try:
+            atomic_write(Path(args.out), json.dumps(result, indent=1, ensure_ascii=False).encode("utf-8"))
+        except OSError as err:
+            print(f"veritas averitec-score: cannot write the result to {args.out}: {err.strerror or err}; free "
+                  "space or choose another --out", file=sys.stderr)
+            return 2
     return 0
 
 

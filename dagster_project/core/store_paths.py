@@ -1,6 +1,6 @@
 """Where the store lies, and whether a folder a command is told to write to overlaps it: only the pipeline writes
-into the store, so ``veritas export`` and ``veritas evaluate`` refuse an ``--out`` there (issue 51). The one rule
-both use."""
+into the store, so ``veritas export``, ``veritas evaluate`` and ``veritas averitec-score`` refuse an ``--out`` there
+(issue 51). The one rule they use."""
 
 from pathlib import Path
 
@@ -26,13 +26,14 @@ def store_overlap(path: Path, root: Path) -> str:
 
 
 def refuse_in_store(option: str, path: Path, root: Path, why: str,
-                    refused: tuple[str, ...] = ("is", "is inside", "contains")) -> None:
-    """A ValueError naming ``option`` when ``path`` overlaps the store in one of the ``refused`` ways, saying ``why``
-    the command may not write there."""
+                    refused: tuple[str, ...] = ("is", "is inside", "contains"),
+                    place: str = "the store", holds: str = "its tables and releases") -> None:
+    """A ValueError naming ``option`` when ``path`` overlaps the store (or another ``place`` of the pipeline's, which
+    ``holds`` what is named) in one of the ``refused`` ways, saying ``why`` the command may not write there."""
     where = store_overlap(path, root)
     if where in refused:
-        raise ValueError(f"{option} {path} {where} the store {Path(root).resolve()} (its tables and releases): "
-                         f"{why}; choose a folder outside the store")
+        raise ValueError(f"{option} {path} {where} {place} {Path(root).resolve()} ({holds}): "
+                         f"{why}; choose a folder outside {place}")
 
 
 FULL, READ_ONLY = "full", "read-only"
