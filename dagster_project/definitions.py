@@ -10,6 +10,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 
 import dagster as dg  # noqa: E402
 
+from assets.audit.asset import AUDIT_ASSETS  # noqa: E402
 from assets.claims.normalized_claims import normalized_claims  # noqa: E402
 from assets.claims.rectified_claims import rectified_claims  # noqa: E402
 from assets.claims.scored_claims import scored_claims  # noqa: E402
@@ -69,7 +70,7 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
     config = load_config(config_path)
     with warnings.catch_warnings():  # code references are beta in 1.13; they link each asset to its source in the UI
         warnings.simplefilter("ignore", dg.BetaWarning)
-        assets = dg.with_source_code_references(ALL_ASSETS + BOARD_ASSETS)
+        assets = dg.with_source_code_references(ALL_ASSETS + BOARD_ASSETS + AUDIT_ASSETS)
     resources = build_resources(config)
     batch = resources["ingestion"].quarters_per_run
     per_run = dg.BackfillPolicy.multi_run(batch) if batch else dg.BackfillPolicy.single_run()

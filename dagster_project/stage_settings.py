@@ -242,6 +242,29 @@ class LeaderboardSettings(dg.ConfigurableResource):
     bootstrap_resamples: int = Field(2000, ge=1)
 
 
+class AuditSettings(dg.ConfigurableResource):
+    """The human audit of a release (assets/audit/): its sample, when it is computed, its gate, and how its tasks reach
+    Label Studio."""
+
+    # claims of each quarter's release drawn for people to judge (stratified by 3-bin label, media kind, language,
+    # rectified or natural, from the secret order key); the whole release when it holds fewer
+    audit_sample_size: int = Field(100, ge=1)
+    # the audit is computed once every sampled claim has at least this many annotations (the issue's audit.min_annotators)
+    audit_min_annotators: int = Field(2, ge=1)
+    # the audit's check fails (non-blocking) when the annotators' mean and the release agree on fewer claims' 3-bin
+    # integrity label than this share (the issue's audit.min_agreement)
+    audit_min_agreement: float = Field(0.8, ge=0, le=1)
+    # where a task's media come from: auto (local_files for a local store, presigned for S3), local_files (Label
+    # Studio's local-files serving, its document root the store's folder), url (audit_media_url + the path in the
+    # store), presigned (S3 presigned URLs) or inline (data: URIs inside the task file, for any instance)
+    audit_media: Literal["auto", "local_files", "url", "presigned", "inline"] = "auto"
+    audit_media_url: str = ""  # audit_media url: the address the store's folder is served at
+    audit_url_expiry_s: int = Field(7 * 86400, ge=60)  # presigned URLs stay valid this long (S3 allows 7 days at most)
+    # a Label Studio server for `veritas audit push` / `pull` (empty: only the offline files)
+    label_studio_url: str = ""
+    label_studio_token_env: str = "LABEL_STUDIO_API_KEY"  # the NAME of the variable that holds its access token
+
+
 # the resource key each stage asset names its settings by -> the model; every key of ``stages:`` is a field of one
 STAGE_SETTINGS: dict[str, type[dg.ConfigurableResource]] = {
     "ingestion": IngestionSettings,
@@ -256,6 +279,7 @@ STAGE_SETTINGS: dict[str, type[dg.ConfigurableResource]] = {
     "release_rules": ReleaseSettings,
     "verifier": VerifierSettings,
     "board": LeaderboardSettings,
+    "audit": AuditSettings,
 }
 OWNER = {field: key for key, model in STAGE_SETTINGS.items() for field in model.model_fields}
 

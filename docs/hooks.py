@@ -133,7 +133,7 @@ TOP_LEVEL = {
     "llm": "the [ensemble and its limits](#llm), members as [member entries](#llm-members)",
     "store": "the [store](#store): a local folder (default) or an S3 bucket",
     "stages": "the stages' settings, one flat section read by one model per stage or group of stages (the sections "
-              "[stages 1-2](#stages) to [the leaderboard](#stages-leaderboard) below); defaults are the reference system's",
+              "[stages 1-2](#stages) to [the audit](#stages-audit) below); defaults are the reference system's",
     "executor": "where a run's steps execute: `{kind: in_process}` (default), `{kind: multiprocess, "
                 "max_concurrent: N}` or `{kind: celery, broker: redis://..., backend: ..., retries: ...}` "
                 "(`dagster_project/executors.py`; the backend defaults to the broker, the broker to "
@@ -188,6 +188,8 @@ SECTIONS = [
      "stages: {verifier_mode: closed_book}"),
     ("stages-leaderboard", "stages: the leaderboard (board)", "dagster_project.stage_settings:LeaderboardSettings",
      "stages: {bootstrap_resamples: 2000}"),
+    ("stages-audit", "stages: the human audit (audit)", "dagster_project.stage_settings:AuditSettings",
+     "stages: {audit_sample_size: 100, audit_min_annotators: 2, audit_min_agreement: 0.8}"),
     ("alerts", "alerts:", "dagster_project.alerts:AlertsResource", "alerts: {webhook_url_env: SLACK_WEBHOOK_URL}"),
     ("alerts-smtp", "alerts: smtp:", "dagster_project.alerts:SmtpSettings",
      "alerts:\n  smtp: {host: smtp.example.org, port: 587, starttls: true, to: [ops@example.org]}"),

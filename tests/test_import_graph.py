@@ -29,7 +29,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("stages 1-2", ("assets.ingestion",)),
     ("stages 3-4", ("assets.scraping",)),
     ("stages 5-7", ("assets.claims",)),
-    ("the release", ("assets.release",)),
+    ("the release and its audit", ("assets.release", "assets.audit")),
     ("the jobs that read the release", ("assets.evaluation",)),
     ("checks, schedule, executors, simulation", (
         "dagster_project.checks", "dagster_project.schedules", "dagster_project.executors",

@@ -31,7 +31,8 @@ def test_definitions_load_with_groups_and_quarter_partitions(config_file):
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     # the sources' snapshot feeds reviews; the leaderboard reads every quarter's evaluation
-    assert keys == set(ASSET_NAMES) | {"review_snapshot", "leaderboard"} and len(keys) == 12
+    audit = {"audit_annotations", "release_audit", "release_errata"}  # issue 50: in no job (people take weeks)
+    assert keys == set(ASSET_NAMES) | {"review_snapshot", "leaderboard"} | audit and len(keys) == 15
     groups = {k.to_user_string(): graph.get(k).group_name for k in graph.get_all_asset_keys()}
     assert groups["reviews"] == groups["trusted_reviews"] == "ingestion"
     assert groups["articles"] == groups["appearances"] == "scraping"

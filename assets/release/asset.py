@@ -38,6 +38,7 @@ from assets.rules.release_order import (
 from assets.rules.reliability import alpha_metadata, ensemble_alpha
 from assets.selection.release_selection import select_undetectable
 from assets.selection.shortcut_audit import pool_rows, release_rows, shortcut_audit
+from assets.audit.errata import read_errata, without_errata
 from assets.stage.tables import StageYield, load_upstream
 from assets.stage.wiring import quarter_of_context, stage_asset
 from dagster_project.core.instance_records import latest_json
@@ -101,7 +102,9 @@ def release(
 ) -> dg.MaterializeResult:
     quarter = quarter_of_context(context)
     releases, without = earlier_checked(context, store, quarter)
-    claims = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
+    scored_pool = load_upstream(store, "rectified_claims", quarter, ScoredClaim)
+    errata = read_errata(store.get_bytes, quarter)  # claims people labelled otherwise in an earlier version's audit
+    claims, left_out = without_errata(scored_pool, errata)
     previous = previous_release(releases, quarter)
     chain = earlier_releases(previous[:2] if previous else None, store.release_folder)
     earlier = {q: release_fingerprints(folder) for q, folder in chain.items()}
@@ -154,6 +157,8 @@ def release(
                       "earlier_releases": {q: release_content_id(folder) for q, folder in chain.items()},
                       "dropped": len(claims) - len(pool), **({"built_without": without} if without else {})},
         "injection_policy": claim_rules.injection_policy,
+        "errata": {"left_out": len(left_out),
+                   "found_in": sorted({r["release_version"] for r in errata["claims"].values()})},
     }
     manifest = write_release(staging, quarter, release_claims, files, store.media_store(), provenance, flags, marks)
     problems = validate_release(staging, release_rules.release_size, release_rules.media_share,
@@ -163,7 +168,9 @@ def release(
                          metadata={"problems": dg.MetadataValue.json(problems[:50])})
     final = store.publish_release(quarter, staging)
     content_id = release_content_id(final)
-    stats = StageYield(len(claims))
+    stats = StageYield(len(scored_pool))
+    if left_out:
+        stats.drop("erratum", len(left_out))
     if len(pool) < len(claims):
         stats.drop("recurring", len(claims) - len(pool))
     stats.drop("near_duplicate", report["near_duplicates"])
