@@ -190,8 +190,12 @@ def test_region_tagged_languages_read_the_base_languages_verdict_words(organizat
              if r["organization"] == organization and " falso " in f" {slug_text(r['fact_check_url'])} "]
     assert texts, organization  # real Latin American and Brazilian fact-checks whose headline says "falso"
     for text in texts:
-        assert verdict_leak(text, tag) == "falso", text
-        assert verdict_leak(text, base_language(tag)) == "falso"
+        # the vocabulary of the tag's base language is what this test is about: the slug lower-cases the headline
+        # ("falso suavitel ..."), and where "falso" stands is the positional rules' matter (issue 48: a lower-case
+        # word that agrees with it makes it an adjective), so the word is looked for anywhere
+        assert verdict_leak(text, tag, positional=False) == "falso", text
+        assert verdict_leak(text, base_language(tag), positional=False) == "falso"
+        assert verdict_leak(text, "en", positional=False) == ""  # English's list alone has no "falso"
     assert base_language(tag) in ("pt", "es")
 
 

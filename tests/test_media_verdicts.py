@@ -55,10 +55,14 @@ def test_the_ocr_reads_a_stamped_false_and_passes_a_clean_photo(store):
     # a video is read frame by frame: one stamped frame is enough
     video = Medium(medium_id="v" * 64, kind="video", path="videos/v.mp4", frame_paths=[clean.path, stamped.path])
     assert stamp(media_verdict_text(video, store, "en", "")) == ("stamp", "false")
-    # the claim's own rating counts as a verdict word too ("FAUX" is not in the English list)
+    # a stamp in another language than the claim's is a stamp all the same (issue 48: "FAUX" on the image of an
+    # English claim is a French fact-checker's stamp)
     faux = as_medium(store.put_image(photo("FAUX", seed=3)))
-    assert media_verdict_text(faux, store, "en", "") == ("", "")
-    assert stamp(media_verdict_text(faux, store, "en", "Faux")) == ("stamp", "faux")
+    assert stamp(media_verdict_text(faux, store, "en", "")) == ("stamp", "faux")
+    # the claim's own rating counts as a verdict word too ("INCORRECT" is in no list: a rating of the FACTors set)
+    incorrect = as_medium(store.put_image(photo("INCORRECT", seed=4)))
+    assert media_verdict_text(incorrect, store, "en", "") == ("", "")
+    assert stamp(media_verdict_text(incorrect, store, "en", "Incorrect")) == ("stamp", "incorrect")
 
 
 def test_the_ocr_cache_reads_each_image_once_across_runs(store, tmp_path):

@@ -63,8 +63,11 @@ LIEBER = ("Dr Charles Lieber was arrested by U.S. authorities for concealing Chi
     # issue 34: a danda with no space after it still ends a sentence
     ("प्रधानमंत्री ने कहा कि यह वीडियो पुराना है।यह 2019 का है।तीसरा वाक्य।", "hi", 3, 14),
     ("यह वीडियो पुराना है।। यह 2019 का है", "hi", 2, 8),  # a double danda is one end
-    # Thai has no sentence punctuation: a space between two Thai words ends a sentence or clause
-    ("นายกรัฐมนตรีกล่าวว่าวัคซีนปลอดภัย ผู้เชี่ยวชาญยืนยันว่าไม่มีไมโครชิป ข่าวนี้แชร์กันในเฟซบุ๊ก", "th", 3, 23),
+    # Thai writers put spaces between phrases and names as well as sentences: a space ends nothing (issue 48), so
+    # three clauses without punctuation count one sentence; a full stop still ends one
+    ("นายกรัฐมนตรีกล่าวว่าวัคซีนปลอดภัย ผู้เชี่ยวชาญยืนยันว่าไม่มีไมโครชิป ข่าวนี้แชร์กันในเฟซบุ๊ก", "th", 1, 23),
+    ("ฮันเตอร์ ไบเดน ลูกชายของประธานาธิบดีโจ ไบเดน เสียชีวิตแล้ว", "th", 1, 14),
+    ("นายกรัฐมนตรีกล่าวว่าวัคซีนปลอดภัย. ผู้เชี่ยวชาญยืนยันว่าไม่มีไมโครชิป. ข่าวนี้แชร์กันในเฟซบุ๊ก", "th", 3, 23),
     ("วัคซีนโควิด-19 มีไมโครชิป", "th", 1, 7),  # a space after a number or a Latin word ends nothing
     # "No." before a numeral is no sentence end; "St." before "The" still is
     ("No. 5 Main St. The house burned.", "en", 2, 7),
@@ -256,7 +259,9 @@ def test_arabic_claims_keep_a_rating_word_of_their_own_and_lose_the_verdict():
 
 def test_the_drops_on_averitec_dev_fall_to_the_real_leaks():
     """Issue 34's measure (bench/verdict_leaks.py): the fact-checker's wording dropped for a verdict word, with the
-    real ratings as the quarter's phrases, 24 of 500 before; 6 after, each a verdict on the claim."""
+    real ratings as the quarter's phrases, 24 of 500 before; 6 after issue 34, 5 after issue 48 (the Daily Trust claim
+    that a report "is fake news" says so itself: "fake news" is a topic, not an attribute), each a verdict on the
+    claim."""
     import gzip
     import json
     from pathlib import Path
@@ -265,7 +270,7 @@ def test_the_drops_on_averitec_dev_fall_to_the_real_leaks():
         claims = [c["claim"] for c in json.load(f)]
     leaks = factors_ratings()
     dropped = [c for c in claims if check_claim_text(c, [], "en", CLAIM_RULES, leaks, original=c) == "verdict_leak"]
-    assert len(dropped) == 6, dropped
+    assert len(dropped) == 5, dropped
 
 
 def test_a_report_about_a_claim_is_no_claim_even_as_the_fallback():

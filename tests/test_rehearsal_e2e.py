@@ -48,23 +48,26 @@ def test_every_stage_ran_and_the_funnel_matches_the_planted_failures(rehearsal):
     assert funnel["articles"] == (294, 270, {"bot_wall": counts["bot_wall"], "fetch_failed:404": counts["not_found"],
                                              "paywall": counts["paywall"], "raw_page_too_short": counts["too_short"]})
     assert funnel["appearances"] == (270, 257, {"appearances_unreachable": counts["dead_appearance"]})
-    # 7 of the records' claims report a claim ("Viral message claims that ..."): true as written, no claim (issue 34)
-    assert funnel["normalized_claims"] == (257, 250, {"reports_a_claim": 7})
-    assert funnel["scored_claims"] == (250, 227, {"rater_disagreement": 23})  # the panel's noise, filtered
-    # 115 of the 135 Compromised claims gain their Intact rewrite: the rule refuses the simulated writer's negation
-    # template (tests/simulated.py's REWRITE_STYLES) and the critique brings another style on the next round (20
-    # saved by the loop); 19 rewrites fail their re-score on the raters' disagreement, one stays hedged
-    assert funnel["rectified_claims"] == (227, 342, {})
+    # 8 of the records' claims report a claim ("Viral message claims that ...", "نشرت حسابات ... ادعت أنه ..."): true
+    # as written, no claim (issues 34 and 48: the report forms of every language, ordinary media claims no more)
+    assert funnel["normalized_claims"] == (257, 249, {"reports_a_claim": 8})
+    assert funnel["scored_claims"] == (249, 226, {"rater_disagreement": 23})  # the panel's noise, filtered
+    # 114 of the 136 Compromised claims gain their Intact rewrite: the rules refuse the simulated writer's negation
+    # template (tests/simulated.py's REWRITE_STYLES; as adds_negation, or as reports_a_claim where the claim is a
+    # report form the writer kept) and the critique brings another style on the next round (21 saved by the loop);
+    # 21 rewrites fail their re-score on the raters' disagreement, one stays hedged
+    assert funnel["rectified_claims"] == (226, 340, {})
     extras = stages["rectified_claims"]["extras"]
     styles = rehearsal["first"]["rewrite_styles"]
-    assert extras["rectify/attempted"] == extras["compromised"] == 135
-    assert extras["refine/saved"] == 20 and extras["refine/refused/adds_negation"] == styles["negation"] - 1
-    assert sum(styles.values()) == 135 + sum(rehearsal["first"]["refine_rewrite_styles"].values())
+    assert extras["rectify/attempted"] == extras["compromised"] == 136
+    assert extras["refine/saved"] == 21
+    assert extras["refine/refused/adds_negation"] + extras["refine/refused/reports_a_claim"] == styles["negation"] - 1
+    assert sum(styles.values()) == 136 + sum(rehearsal["first"]["refine_rewrite_styles"].values())
     assert {k: v for k, v in extras.items() if k.startswith("not_rectified/")} == {
-        "not_rectified/adds_hedge": 1, "not_rectified/rescore_rater_disagreement": 19}
-    assert styles["negation"] == 23 and styles["minimal"] > styles["negation"]
+        "not_rectified/adds_hedge": 1, "not_rectified/rescore_rater_disagreement": 21}
+    assert styles["negation"] == 25 and styles["minimal"] > styles["negation"]
     assert extras["edit_ratio/median"] < 0.1 and extras["edit_ratio/p90"] <= 0.25
-    assert funnel["release"] == (342, RELEASE, {"near_duplicate": 3, "not_selected": 239})
+    assert funnel["release"] == (340, RELEASE, {"near_duplicate": 4, "not_selected": 236})
     assert funnel["predictions"] == funnel["evaluation"] == (RELEASE, RELEASE, {})
 
 
@@ -75,9 +78,9 @@ def test_the_release_is_balanced_and_agrees_with_the_planted_truth(rehearsal):
     result = agreement(folder, rehearsal["truth"])
     result.pop("wrong")
     # Intact = Compromised; media claims at most 80%; never both variants of one claim; the planted truth recovered
-    assert result == {"claims": RELEASE, "intact": 42, "compromised": 42, "unknown": 16, "media_share": 0.8,
-                      "rectified": 8, "both_variants": 0, "accuracy_3bin": 1.0, "accuracy_category": 1.0,
-                      "mse": 0.0116}, result
+    assert result == {"claims": RELEASE, "intact": 43, "compromised": 43, "unknown": 14, "media_share": 0.8,
+                      "rectified": 10, "both_variants": 0, "accuracy_3bin": 1.0, "accuracy_category": 1.0,
+                      "mse": 0.0117}, result
 
 
 def test_the_panel_was_asked_every_prompt_and_knew_every_claim(rehearsal):

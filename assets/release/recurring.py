@@ -28,6 +28,7 @@ from assets.rules.near_duplicates import (
     hash_words,
     polarity_id,
     repeats_media,
+    swapped_words,
 )
 from dagster_project.core.quarters import to_label
 from dagster_project.resources.media import image_phash
@@ -132,6 +133,9 @@ def _text_matches(mine: _Texts, rows: list[int], theirs: _Texts, similarity: flo
     if SCORER is not fuzz.token_set_ratio:  # no bound known for another scorer: score every pair
         scores = process.cdist(texts, theirs.texts, scorer=SCORER, score_cutoff=similarity, dtype=np.float64, workers=-1)
         scores[~comparable] = 0
+        for k, j in np.argwhere(scores >= similarity):  # a word swapped is another claim (near_duplicate's guard)
+            if swapped_words(texts[k], theirs.texts[j]):
+                scores[k, j] = 0
         best = scores.argmax(axis=1)
         return {rows[k]: int(best[k]) for k in np.nonzero(scores[np.arange(len(rows)), best] >= similarity)[0]}
     from scipy.spatial.distance import cdist
@@ -145,7 +149,7 @@ def _text_matches(mine: _Texts, rows: list[int], theirs: _Texts, similarity: flo
     found: dict[int, tuple[float, int]] = {}
     for k, j in np.argwhere(close):  # row-major: the first of equals stays
         score = SCORER(texts[k], theirs.texts[j], score_cutoff=similarity)
-        if score >= similarity and score > found.get(k, (-1.0, 0))[0]:
+        if score >= similarity and score > found.get(k, (-1.0, 0))[0] and not swapped_words(texts[k], theirs.texts[j]):
             found[k] = (score, int(j))
     return {rows[k]: j for k, (_, j) in found.items()}
 

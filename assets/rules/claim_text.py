@@ -5,7 +5,7 @@ ratings), the claim's own language, no report about a claim, and a reference for
 import re
 from typing import Protocol
 
-from assets.rules.languages import canonical_language
+from assets.rules.languages import canonical_language, written_forms
 from assets.rules.leaks import reported_speech_mask, reports_a_claim, says_the_verdict
 from assets.rules.length import MEDIA_REF, bare_text, count_sentences, count_words
 from assets.rules.once import once
@@ -46,7 +46,8 @@ def verdict_phrase(text: str, whole: bool = True) -> str:
 def _phrase_pattern(phrases: set[str]) -> re.Pattern | None:
     if not phrases:
         return None
-    alternatives = [re.escape(w) if _UNSPACED.search(w) else rf"(?<!\w){re.escape(w)}(?!\w)"
+    # whole words, and not the first or last part of a hyphenated compound ("False-flag attack", "non-fake")
+    alternatives = [re.escape(w) if _UNSPACED.search(w) else rf"(?<!\w)(?<!\w-){re.escape(w)}(?!\w|-\w)"
                     for w in sorted(phrases, key=len, reverse=True)]
     return re.compile("(" + "|".join(alternatives) + ")", re.IGNORECASE)
 
@@ -133,14 +134,18 @@ def _language_identifier():
 
 def changed_language(text: str, language: str) -> str:
     """The language a rewrite is in when it is surely not the claim's (``language``), else ''. Only a confident
-    answer counts: names, numbers and short phrases score low in every language and pass."""
-    expected = base_language(language)
+    answer counts: names, numbers and short phrases score low in every language and pass. Every written form of the
+    claim's language counts as that language (languages.written_forms: a Nynorsk rewrite of a claim tagged "nn", a
+    Cantonese one of "yue"); a language the identifier does not know, nor any near one, is not judged."""
     bare = bare_text(text)
+    identifier = _language_identifier()
+    expected = written_forms(language) & set(identifier.nb_classes)
     if not expected or not bare:
         return ""
-    ranked = dict(_language_identifier().rank(bare))
+    ranked = dict(identifier.rank(bare))
     top = max(ranked, key=ranked.get)
-    if top != expected and ranked[top] >= LANGUAGE_SURE and ranked.get(expected, 0.0) < LANGUAGE_ABSENT:
+    if top not in expected and ranked[top] >= LANGUAGE_SURE and sum(ranked.get(c, 0.0) for c in expected) < \
+            LANGUAGE_ABSENT:
         return top
     return ""
 

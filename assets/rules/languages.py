@@ -38,6 +38,31 @@ EQUIVALENT = {
 }
 
 
+# The written forms a language identifier may give a text of a language (issue 48): Bokmål and Nynorsk for Norwegian,
+# the Chinese varieties written in Han characters, the Arabic dialects py3langid knows. A rewrite in any form of its
+# claim's language stays in that language; py3langid gives Nynorsk "nn", written Cantonese "yue" and Egyptian Arabic
+# "arz", which the macrolanguage codes ("no", "zh", "ar") would read as another language.
+WRITTEN_FORMS = {
+    "no": ("no", "nb", "nn"),
+    "zh": ("zh", "yue", "wuu"),
+    "ar": ("ar", "arz", "ary"),
+}
+# Languages py3langid does not know, with the ones it gives their texts instead (measured on tests/fixtures/rules):
+# Cebuano reads as Tagalog or Central Bikol. A language with neither is not judged at all.
+NEAREST_KNOWN = {
+    "ceb": ("tl", "bcl"),
+}
+
+
+def written_forms(tag: str) -> set[str]:
+    """Every code a language identifier may rightly give a text in the language of ``tag``: the tag's own base code,
+    its canonical code, the written forms of that language and, for a language the identifier lacks, its nearest."""
+    raw = (tag or "").replace("_", "-").split("-")[0].strip().casefold()
+    code = canonical_language(tag)
+    return {c for c in (raw, code, *WRITTEN_FORMS.get(code, ()), *NEAREST_KNOWN.get(raw, ()),
+                        *NEAREST_KNOWN.get(code, ())) if c}
+
+
 def canonical_language(tag: str) -> str:
     """The language of a tag as one ISO 639-1 code: region and script dropped ("pt-BR", "zh_Hant" -> "pt", "zh"),
     ISO 639-2/3 codes and macrolanguage members mapped ("nb" -> "no", "fil" -> "tl", "arb" -> "ar"); '' for none."""

@@ -7,8 +7,11 @@ read as "'": an entry in a spaced script matches as a whole word (one written wi
 the end of a word; one that ends with an apostrophe, French "n'", the start of one); an entry in a script written
 without spaces between words (Thai, Chinese, Japanese, Burmese, ...) matches anywhere, as a substring, after the
 language's ``NOT_NEGATION`` words (Chinese 不过 "but", Japanese しれない in "may") are taken out. A language not
-listed reads English's lists. Known limit: negation that is only a suffix (Turkish -me/-ma, Japanese verb forms
-outside the list) is not seen.
+listed reads English's lists. The words found are given in one form each (``SAME_NEGATION``): "can't", "cannot" and
+"can not" all hold "not", so a claim and its repost with the contraction written out are one claim to the
+near-duplicate guard, and a rewrite that only spells a contraction out adds no negation (issue 48); so do the
+English adjectives most often written either way ("unavailable" / "not available"). Known limits: negation that is
+only a suffix (Turkish -me/-ma, Japanese verb forms outside the list) or another prefix is not seen as such.
 """
 
 import functools
@@ -20,7 +23,7 @@ from assets.rules.once import once
 
 NEGATION: dict[str, tuple[str, ...]] = {
     "en": ("not", "no", "never", "-n't", "cannot", "none", "nobody", "nothing", "neither", "nor", "nowhere",
-           "without"),
+           "without", "unavailable", "unable", "untrue", "unsafe"),
     "de": ("nicht", "kein", "keine", "keinen", "keinem", "keiner", "keines", "nie", "niemals", "nichts", "niemand",
            "weder", "ohne"),
     "fr": ("ne", "n'", "pas", "jamais", "aucun", "aucune", "rien", "ni", "sans", "non", "nullement"),
@@ -78,6 +81,13 @@ HEDGE: dict[str, tuple[str, ...]] = {
     "my": ("ဖြစ်နိုင်", "ထင်ရ"),
 }
 
+# one form for the forms of one negation word: the contraction and its full form, an elided or prefixed form
+SAME_NEGATION: dict[str, dict[str, str]] = {
+    "en": {"n't": "not", "cannot": "not", "unavailable": "not", "unable": "not", "untrue": "not", "unsafe": "not"},
+    "fr": {"n'": "ne"},
+    "ar": {"ولا": "لا", "ولم": "لم", "ولن": "لن", "وليس": "ليس"},
+}
+
 # words of an unspaced script that hold a negation entry without negating (substring matching would read them)
 NOT_NEGATION: dict[str, tuple[str, ...]] = {
     "zh": ("不过", "不過", "不仅", "不僅", "不断", "不斷", "不少", "无论", "無論", "并非只", "非常", "未来", "未來"),
@@ -114,18 +124,23 @@ def _language(language: str) -> str:
 
 
 def _found(table: str, text: str, language: str) -> set[str]:
-    pattern, unspaced, exceptions = _matcher(table, _language(language))
+    code = _language(language)
+    pattern, unspaced, exceptions = _matcher(table, code)
     folded = _fold(text)
     found = set(pattern.findall(folded)) if pattern is not None else set()
     if unspaced:
         for word in exceptions:
             folded = folded.replace(word, " ")
         found |= {e for e in unspaced if e in folded}
+    if table == "negation":
+        same = SAME_NEGATION.get(code, {})
+        found = {same.get(w, w) for w in found}
     return found
 
 
 def negations(text: str, language: str) -> set[str]:
-    """The negation words of ``language`` (English's when not listed) that ``text`` holds, casefolded."""
+    """The negation words of ``language`` (English's when not listed) that ``text`` holds, casefolded, each in its one
+    form (SAME_NEGATION: "didn't" holds "not")."""
     return _found("negation", text, language)
 
 
