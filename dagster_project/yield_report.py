@@ -1,11 +1,14 @@
 """The stage-yield report of ``veritas yields`` (and of the demo's funnels): ``collect_yields``/``collect_range``
 read, per quarter, every stage's latest materialization (rows in, rows out, drops by reason, numeric extras) and the
 latest yield-check results from the Dagster instance alone (no code location); ``format_funnel``/``format_range`` turn
-them into text, with the ways-in lines of stage 4, the failed answers of stage 6 and the release's integrity lines."""
+them into text, with the ways-in lines of stage 4, the failed answers of stage 6, the release's integrity lines and
+the latest human audit of the quarter's release (``release_audit``'s metadata)."""
 
 import math
 
 CORE_KEYS = {"rows_in", "rows_out", "dropped", "version", "path", "quarter", "dagster/row_count"}
+# the human audit's asset (assets/audit/asset.py), named here so that `veritas yields` need not import it
+AUDIT_ASSET = "release_audit"
 
 
 def _plain(value):
@@ -65,7 +68,38 @@ def _quarter_report(history, label: str, checks: dict) -> dict:
         if name == "release":
             stages[name]["path"] = meta.get("path")
             stages[name]["integrity_summary"] = meta.get("integrity_summary")
-    return {"quarter": label, "stages": stages, "checks": checks.get(label, {})}
+    return {"quarter": label, "stages": stages, "checks": checks.get(label, {}), "audit": audit_report(history, label)}
+
+
+def audit_report(history, label: str) -> dict | None:
+    """The quarter's latest human audit (``release_audit``'s metadata): the release version it audited, its summary
+    line, the figures and the gate; None when no audit ran."""
+    record = history.materialization(AUDIT_ASSET, label)
+    if record is None:
+        return None
+    meta = record["metadata"]
+    report = meta.get("report") if isinstance(meta.get("report"), dict) else {}
+
+    def number(key: str):  # the metadata says "n/a" where there is no figure
+        value = meta.get(key)
+        return _plain(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return {"release_version": meta.get("release_version"), "summary": meta.get("summary"),
+            "agreement3": number("agreement3"), "mse": number("mse"), "alpha_annotators": number("alpha_annotators"),
+            "alpha_with_ensemble": number("alpha_with_ensemble"), "claims": meta.get("claims"),
+            "annotators": meta.get("annotators"), "disputed": meta.get("disputed"), "passed": report.get("passed"),
+            "min_agreement": report.get("min_agreement"), "addendum": meta.get("addendum"),
+            "materialized": record["timestamp"]}
+
+
+def audit_lines(report: dict) -> list[str]:
+    """The quarter's latest human audit in a line: its summary, Krippendorff's alpha and the gate."""
+    a = report.get("audit")
+    if not a:
+        return []
+    alpha = "n/a" if a["alpha_annotators"] is None else f"{a['alpha_annotators']:.3f}"
+    gate = {True: "passed", False: "FAILED (a warning: look at the disputed claims)"}.get(a["passed"], "unknown")
+    return [f"  human audit of release {a['release_version']}: {a['summary']}; Krippendorff's alpha {alpha} among "
+            f"the annotators; gate {gate}"]
 
 
 def collect_yields(config_path: str | None, quarter: str) -> dict:
@@ -97,7 +131,7 @@ def format_funnel(report: dict, note: str = "") -> str:
         lines.append(f"  {name:<18}{s['rows_in'] if s['rows_in'] is not None else '':>7}{s['rows_out'] if s['rows_out'] is not None else '':>7}  {drops}")
     if not report["stages"]:
         lines.append("  (nothing materialized for this quarter yet)")
-        return "\n".join(lines)
+        return "\n".join(lines + audit_lines(report))
     summary = quarter_summary(report)
     if summary["fetch_success_rate"] is not None:
         lines.append(f"  fetch success {summary['fetch_success_rate']:.1%}")
@@ -108,6 +142,7 @@ def format_funnel(report: dict, note: str = "") -> str:
     lines += way_lines(report)
     lines += failed_answer_lines(report["stages"])
     lines += integrity_lines(report["stages"])
+    lines += audit_lines(report)
     for name, check in sorted(report.get("checks", {}).items()):
         if not check["passed"]:
             lines.append(f"  {check['severity']} {name}: {check['note']}")
@@ -156,8 +191,8 @@ def format_range(reports: list[dict]) -> str:
     """The funnel of every quarter with data, then one line naming the quarters without any."""
     if len(reports) == 1:
         return format_funnel(reports[0])
-    blocks = [format_funnel(r) for r in reports if r["stages"]]
-    empty = [r["quarter"] for r in reports if not r["stages"]]
+    blocks = [format_funnel(r) for r in reports if r["stages"] or r.get("audit")]
+    empty = [r["quarter"] for r in reports if not r["stages"] and not r.get("audit")]
     if empty:
         blocks.append(f"Nothing materialized for: {', '.join(empty)}")
     return "\n\n".join(blocks)

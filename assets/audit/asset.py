@@ -15,7 +15,7 @@ import polars as pl
 
 from assets.audit.agreement import audit, complete_annotators, public, summary_line
 from assets.audit.annotations import answers_of, merge, read_export_file
-from assets.audit.card import audit_card
+from assets.audit.card import ADDENDUM_SUFFIX, audit_card
 from assets.audit.errata import (
     accumulate,
     changelog,
@@ -42,7 +42,6 @@ AGREEMENT_CHECK = "audit_agreement"
 # the run tags `veritas audit import` launches audit_annotations with: the export file, and whether it replaces
 # the earlier imports (else every annotation it holds replaces its earlier answers, the others are kept)
 EXPORT_TAG, REPLACE_TAG = "veritas/audit_export", "veritas/audit_replace"
-ADDENDUM_SUFFIX = ".audit.json"
 
 
 class AuditError(ValueError):

@@ -1,6 +1,10 @@
 """The audit as people read it: a card section (``<version>.audit.md`` beside the release, in Markdown) and the
 leaderboard's one line per quarter. Plain functions over the published addendum."""
 
+#: The addendum's name beside its release version, ``<version>.audit.json`` (here, so that the readers that do not
+#: load Dagster, the export's card, find it without importing the asset).
+ADDENDUM_SUFFIX = ".audit.json"
+
 
 def _pct(value) -> str:
     return "n/a" if value is None else f"{value:.0%}"
@@ -15,6 +19,15 @@ def leaderboard_line(addendum: dict) -> str:
     o = addendum["overall"]
     line = f"people agree with the labels: 3-bin {_pct(o['agreement3'])}, MSE {_num(o['mse'])}, {o['n']} claims"
     return line if addendum["passed"] else line + f" (below the gate {_pct(addendum['min_agreement'])})"
+
+
+def card_line(addendum: dict) -> str:
+    """The line a release's card gives its audit: the leaderboard's, Krippendorff's alpha and the gate's result."""
+    o = addendum["overall"]
+    gate = "passed" if addendum["passed"] else "failed, look at the disputed claims"
+    return (f"{leaderboard_line(addendum)}; Krippendorff's alpha {_num(o['alpha_annotators'])} among the annotators, "
+            f"{_num(o['alpha_with_ensemble'])} with the ensemble; the gate (3-bin agreement at least "
+            f"{_pct(addendum['min_agreement'])}) {gate}")
 
 
 def audit_card(addendum: dict) -> str:

@@ -12,6 +12,12 @@ then the asset. The metrics are ``evaluation.metrics`` (one implementation); a w
 A quarter is *clean* for a system when it starts after the system's knowledge cut-off (the model cannot have seen
 any of its claims); every other quarter, including the one the cut-off falls in, is *before*. An unknown cut-off
 makes every quarter "unknown": such a system has no clean window and is left out of an after-cut-off ranking.
+
+Each system says which file it was given (``input``): ``inputs_only`` (``veritas export --inputs-only``: claims, media,
+dates, languages) or ``full_release`` (the VeriTaS-format release, whose ``review_url`` names the fact-check that
+states the verdict; the default, as a system that does not say so may have read it). Per quarter the board names the
+release version it scored and, when that version's human audit is published (its addendum, beside it), how far people
+agree with its labels.
 """
 
 import json
@@ -26,6 +32,8 @@ import polars as pl
 import yaml
 from pydantic import BaseModel, ValidationError, field_validator, model_validator
 
+from assets.audit.asset import addendum_rel
+from assets.audit.card import leaderboard_line
 from assets.evaluation.evaluation import (
     cutoff_position,
     hit3,
@@ -71,6 +79,8 @@ class System(BaseModel):
     strategy: Literal["parallel", "dynamic", "hybrid"] = "parallel"  # retrieval: question generation
     predictions: dict[str, str] = {}  # outside system: quarter -> prediction file (the `veritas evaluate` format)
     contamination_model: str = ""  # the member whose contamination check stands for this system (verifier: member)
+    # the file the system was given: the inputs only, or the whole release (its review_url reveals the verdict)
+    input: Literal["inputs_only", "full_release"] = "full_release"
     source: str = ""  # the registry file it came from
 
     @field_validator("knowledge_cutoff", mode="before")
@@ -237,15 +247,40 @@ def contamination_counts(store: StoreResource, quarter: str, member: str) -> dic
     return {"flagged": len(model.get("flagged", [])), "scored": int(model.get("scored", 0))}
 
 
+AUDIT_OVERALL = ("n", "mse", "agreement3", "agreement3_ci", "alpha_annotators", "alpha_with_ensemble")
+
+
+def audit_of_release(store: StoreResource, quarter: str, version: str) -> dict | None:
+    """What the board shows of the human audit of a release version (its addendum, published beside it by
+    release_audit): the version, the overall figures and the gate; None when that version has not been audited."""
+    rel = addendum_rel(quarter, version)
+    try:
+        addendum = json.loads(store.get_bytes(rel))
+        return {"release": {"version": addendum["release"]["version"]}, "audit_version": addendum.get("audit_version"),
+                "overall": {k: addendum["overall"][k] for k in AUDIT_OVERALL}, "passed": bool(addendum["passed"]),
+                "min_agreement": addendum["min_agreement"], "annotators": addendum["annotators"]}
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{store.location}/{rel}: not a human audit's addendum ({type(err).__name__}: "
+                         f"{str(err)[:80]}); publish it again (materialize release_audit for {quarter}) or move it "
+                         "away") from None
+
+
 def collect(store: StoreResource, systems: list[System], quarters: list[str]) -> dict:
-    """Everything the board is computed from: per-claim integrity rows, gold counts, predictions, contamination and
-    the claims each release marks recurring (release claim ids per quarter)."""
+    """Everything the board is computed from: per-claim integrity rows, gold counts, predictions, contamination,
+    the claims each release marks recurring (release claim ids per quarter), the release version scored per quarter
+    and the human audit of that version where it has one."""
     rows, predicted, contamination, claims, recurring, rejected = [], {}, {}, {}, {}, []
+    versions, audits = {}, {}
     for quarter in sort_quarters(quarters):
         folder = store.latest_release(quarter)
         gold = load_release(folder, allow_empty=True)  # a short release may hold none; a damaged one stops the run
         claims[quarter] = len(gold)
         recurring[quarter] = sorted(recurring_ids(folder))
+        versions[quarter] = folder.name
+        if (found := audit_of_release(store, quarter, folder.name)) is not None:
+            audits[quarter] = found
         for s in systems:
             try:
                 preds = verifier_predictions(store, s, quarter) if s.kind == "verifier" else \
@@ -261,7 +296,8 @@ def collect(store: StoreResource, systems: list[System], quarters: list[str]) ->
             if counts is not None:
                 contamination.setdefault(s.name, {})[quarter] = counts
     return {"systems": [s.model_dump() for s in systems], "claims": claims, "predicted": predicted,
-            "contamination": contamination, "rows": rows, "recurring": recurring, "rejected": rejected}
+            "contamination": contamination, "rows": rows, "recurring": recurring, "rejected": rejected,
+            "release_versions": versions, "audit": audits}
 
 
 def integrity_rows(system: str, quarter: str, gold: list, predictions: list[Prediction]) -> list[dict]:
@@ -397,6 +433,7 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
             }
         entries.append({"name": s.name, "kind": s.kind, "mode": s.mode if s.kind == "verifier" else "",
                         "member": s.member, "knowledge_cutoff": s.knowledge_cutoff, "description": s.description,
+                        "input": s.input,
                         "prediction_system": s.prediction_system, "quarters": per_quarter, "windows": windows,
                         "rejected": rejected.get(s.name, [])})
     rank_window = "clean" if after_cutoff else "all"
@@ -412,10 +449,17 @@ def compute_board(data: dict, first: str = "", last: str = "", after_cutoff: boo
         ranked = not unranked(entry)
         rank += ranked
         entry["rank"] = rank if ranked else None
+    audits = {q: a for q, a in (data.get("audit") or {}).items() if q in data["claims"]}
     return {"window": {"from": window[0] if window else first, "to": window[-1] if window else last,
                        "quarters": window, "after_cutoff": after_cutoff, "rank_window": rank_window,
                        "confidence": CONFIDENCE, "resamples": resamples},
-            "all_quarters": quarters, "systems": order, "rejected": list(data.get("rejected") or [])}
+            "all_quarters": quarters, "systems": order, "rejected": list(data.get("rejected") or []),
+            "release_versions": dict(data.get("release_versions") or {}),
+            # per quarter: "people agree with the labels: 3-bin x, MSE y, n claims", and the figures behind it
+            "audit": {q: leaderboard_line(a) for q, a in sorted(audits.items())},
+            "audit_figures": {q: {**a["overall"], "release_version": a["release"]["version"], "passed": a["passed"],
+                                  "min_agreement": a["min_agreement"], "annotators": a["annotators"]}
+                              for q, a in sorted(audits.items())}}
 
 
 # ---------------------------------------------------------------------------------------- outputs
@@ -496,6 +540,8 @@ def text_ranking(board: dict) -> str:
     if any(s.get("partial") for s in board["systems"]):
         lines.append("* partial submission: each claim without a prediction is scored as 0 (don't know)")
     lines += [f"rejected: {r['system']} {r['quarter']}: {r['reason']}" for r in board.get("rejected") or []]
+    lines += [f"human audit {q} (release {board['audit_figures'][q]['release_version']}): {line}"
+              for q, line in (board.get("audit") or {}).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -520,6 +566,7 @@ def write_outputs(store: StoreResource, data: dict, board: dict, run_id: str = "
 def write_longitudinal(store: StoreResource, board: dict, folder: Path) -> dict:
     """The longitudinal cut-off view (assets/evaluation/longitudinal.py) beside the board: JSON, CSV, text, PNG."""
     from assets.evaluation.longitudinal import (
+        audit_rows,
         longitudinal_csv,
         longitudinal_rows,
         longitudinal_summary,
@@ -528,7 +575,7 @@ def write_longitudinal(store: StoreResource, board: dict, folder: Path) -> dict:
     )
 
     paths = {"longitudinal_json": store.write_json(f"{REPORT_DIR}/longitudinal.json", {
-        "summary": longitudinal_summary(board), "by_quarter": longitudinal_rows(board)})}
+        "summary": longitudinal_summary(board), "by_quarter": longitudinal_rows(board), "audit": audit_rows(board)})}
     files = {"longitudinal_csv": ("longitudinal.csv", longitudinal_csv(longitudinal_rows(board)).encode()),
              "longitudinal_txt": ("longitudinal.txt", longitudinal_text(board).encode())}
     for key, (name, data) in files.items():
@@ -549,7 +596,8 @@ def write_longitudinal(store: StoreResource, board: dict, folder: Path) -> dict:
     description="Every registered system (systems/) on every released quarter: MSE, MAE, 3/7-bin accuracy and claims "
                 "per quarter, per modality and per language; pooled over the quarters after each system's knowledge "
                 "cut-off (clean) and before, with bootstrap intervals; the share of claims the contamination check "
-                "flagged. Parquet, JSON and a self-contained HTML page.",
+                "flagged; per quarter, the release version scored and its human audit, when people have audited it. "
+                "Parquet, JSON and a self-contained HTML page.",
 )
 def leaderboard(
     context: dg.AssetExecutionContext, store: StoreResource, board: LeaderboardSettings
@@ -580,6 +628,8 @@ def leaderboard(
         "rejected": dg.MetadataValue.md("\n".join(f"- {r['system']} {r['quarter']}: {r['reason']}"
                                                    for r in data["rejected"]) or "none"),
         "partial": ", ".join(s["name"] for s in ranked["systems"] if s["partial"]) or "none",
+        "human_audit": dg.MetadataValue.md("\n".join(f"- {q}: {line}" for q, line in ranked["audit"].items())
+                                           or "no quarter's release audited yet"),
         "unreadable_system_files": dg.MetadataValue.md("\n".join(f"- {line}" for line in unreadable) or "none"),
         "leader": f"{best['name']} (MSE {best['windows']['all']['mse']})" if best["rank"] else "none",
         "report": dg.MetadataValue.path(str(out["json"])), "page": dg.MetadataValue.path(str(out["html"])),

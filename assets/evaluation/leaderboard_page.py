@@ -23,6 +23,7 @@ table#board tr.partial td[data-field=coverage]{color:#c0392b;font-weight:bold}
 
 COLUMNS = [  # key, header, left-aligned
     ("rank", "rank", False), ("name", "system", True), ("kind", "kind", True), ("cutoff", "cut-off", True),
+    ("input", "input", True),
     ("quarters", "quarters", False), ("n", "claims scored", False), ("coverage", "coverage", False),
     ("mse", "MSE", False), ("ci", "MSE 95% CI", False),
     ("mae", "MAE", False), ("acc3", "3-bin acc.", False), ("acc7", "7-bin acc.", False),
@@ -51,7 +52,7 @@ def page_data(board: dict) -> dict:
         "quarters": board["all_quarters"],
         "window": {k: board["window"][k] for k in ("from", "to", "after_cutoff")},
         "systems": [{
-            "name": s["name"], "kind": s["kind"], "cutoff": s["knowledge_cutoff"],
+            "name": s["name"], "kind": s["kind"], "cutoff": s["knowledge_cutoff"], "input": system_input(s),
             "ci": {w: s["windows"][w]["ci"]["mse"] for w in ("all", "clean")},
             "rejected": sorted({r["quarter"] for r in s.get("rejected", [])}),
             # "fresh": the quarter's sums without its recurring claims, which the clean window pools
@@ -62,6 +63,11 @@ def page_data(board: dict) -> dict:
     }
 
 
+def system_input(s: dict) -> str:
+    """The file a system was given (a board written before systems said so: the whole release)."""
+    return s.get("input") or "full_release"
+
+
 def fmt_coverage(coverage) -> str:
     """The answered share; a partial submission says so in words, not in colour alone."""
     return fmt(coverage, 3) + (" partial" if coverage and coverage < 1 else "")
@@ -70,6 +76,7 @@ def fmt_coverage(coverage) -> str:
 def _cells(s: dict, rank_window: str) -> dict:
     m = s["windows"][rank_window]
     return {"rank": s["rank"], "name": s["name"], "kind": s["kind"], "cutoff": s["knowledge_cutoff"],
+            "input": system_input(s),
             "quarters": len(m["quarters"]), "n": m["n"], "coverage": fmt_coverage(m.get("coverage")),
             "mse": fmt(m["mse"]), "ci": fmt_ci(m["ci"]["mse"]),
             "mae": fmt(m["mae"]), "acc3": fmt(m["acc3"]), "acc7": fmt(m["acc7"]), "flagged": fmt(m["flagged_share"], 3),
@@ -129,6 +136,27 @@ def quarter_table_html(board: dict) -> str:
     return f'<table id="quarter-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def audit_table_html(board: dict) -> str:
+    """Per quarter: the release version scored and how far people agree with its labels (its human audit)."""
+    figures, rows = board.get("audit_figures") or {}, []
+    for q in board["all_quarters"]:
+        a = figures.get(q)
+        version = (board.get("release_versions") or {}).get(q, "-")
+        if a is None:
+            rows.append(f'<tr data-quarter="{e(q)}"><td class="l">{e(q)}</td><td class="l">{e(version)}</td>'
+                        '<td class="l" data-field="line" colspan="6">not audited yet</td></tr>')
+            continue
+        gate, warn = ("passed", "") if a["passed"] else (f"below {a['min_agreement']:.0%}", ' class="warn"')
+        rows.append(f'<tr data-quarter="{e(q)}"{warn}><td class="l">{e(q)}</td>'
+                    f'<td class="l">{e(version)}</td><td class="l" data-field="line">{e(board["audit"][q])}</td>'
+                    f'<td data-field="agreement3">{fmt(a["agreement3"], 3)}</td><td data-field="mse">{fmt(a["mse"])}</td>'
+                    f'<td data-field="alpha">{fmt(a["alpha_annotators"], 3)}</td><td data-field="n">{a["n"]}</td>'
+                    f'<td class="l" data-field="gate">{e(gate)}</td></tr>')
+    head = _head(["quarter", "release version", "people agree with the labels", "3-bin agreement", "MSE",
+                  "alpha (annotators)", "claims", "gate"], 3)
+    return f'<table id="audit-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
 def mse_chart(board: dict, s: dict, index: int, y_max: float, width: int = 420, height: int = 220) -> str:
     """One system's integrity MSE per quarter on a time axis, its knowledge cut-off as a dashed red line."""
     quarters = board["all_quarters"]
@@ -175,7 +203,7 @@ SCRIPT = r"""
   var Q = D.quarters, form = document.getElementById("window");
   var fromSel = form.elements.from, toSel = form.elements.to, after = form.elements.after;
   var sortKey = "rank", sortDir = 1;
-  var COLS = ["rank", "name", "kind", "cutoff", "quarters", "n", "coverage", "mse", "ci", "mae", "acc3", "acc7", "flagged", "clean", "before"];
+  var COLS = ["rank", "name", "kind", "cutoff", "input", "quarters", "n", "coverage", "mse", "ci", "mae", "acc3", "acc7", "flagged", "clean", "before"];
   function fx(v, d) { return v === null || v === undefined ? "-" : v.toFixed(d === undefined ? 4 : d); }
   function pool(s, qs, fresh) {
     var n = 0, se = 0, ae = 0, h3 = 0, h7 = 0, fl = 0, sc = 0, an = 0;
@@ -208,7 +236,7 @@ SCRIPT = r"""
       var m = rankWin === "clean" ? clean : all, ci = exact ? s.ci[rankWin] : null;
       var used = rankWin === "clean" ? win.filter(function (q) { return rel(q) === "clean"; }) : win;
       var rejected = (s.rejected || []).some(function (q) { return used.indexOf(q) >= 0; });
-      return {name: s.name, kind: s.kind, cutoff: s.cutoff, quarters: m.quarters, n: m.n, coverage: m.coverage,
+      return {name: s.name, kind: s.kind, cutoff: s.cutoff, input: s.input, quarters: m.quarters, n: m.n, coverage: m.coverage,
               rejected: rejected, mse: m.mse,
               ci: ci ? "[" + fx(ci[0]) + ", " + fx(ci[1]) + "]" : "-", mae: m.mae, acc3: m.acc3, acc7: m.acc7,
               flagged: m.flagged, clean: clean.mse, before: before.mse, rank: null};
@@ -232,7 +260,7 @@ SCRIPT = r"""
       COLS.forEach(function (k) {
         var td = document.createElement("td"), v = r[k];
         td.setAttribute("data-field", k);
-        if (k === "name" || k === "kind" || k === "cutoff") td.className = "l";
+        if (k === "name" || k === "kind" || k === "cutoff" || k === "input") td.className = "l";
         td.textContent = k === "coverage" ? (v === null ? "-" : fx(v, 3) + (v > 0 && v < 1 ? " partial" : ""))
                        : typeof v === "number" && ["rank", "quarters", "n"].indexOf(k) < 0 ? fx(v, k === "flagged" ? 3 : 4)
                        : (v === null ? "-" : String(v));
@@ -295,6 +323,9 @@ def render_page(board: dict, title: str = "veritas leaderboard") -> str:
         f"integrity MSE (lower is better); intervals: {int(w['confidence'] * 100)}% percentile bootstrap over claims, "
         f"{w['resamples']} resamples. Every claim of the window counts: a claim a system left without a prediction "
         "is scored 0 (don't know); coverage is the share it answered, and a partial submission is marked. "
+        "<b>input</b> is the file a system was given: <code>inputs_only</code> (<code>veritas export "
+        "--inputs-only</code>: the claims, their media, dates and languages) or <code>full_release</code> (the "
+        "VeriTaS-format release, whose <code>review_url</code> names the fact-check that states the verdict). "
         f"Generated {e(generated)}.</p>",
         '<form id="window"><label>from <select name="from">' + options(w["from"]) + "</select></label>"
         '<label>to <select name="to">' + options(w["to"]) + "</select></label>"
@@ -308,6 +339,11 @@ def render_page(board: dict, title: str = "veritas leaderboard") -> str:
         "<h2>By modality</h2>", axis_table_html(board, "modality"),
         "<h2>By language</h2>", axis_table_html(board, "language"),
         "<h2>Every quarter</h2>", quarter_table_html(board),
+        "<h2>Human audit</h2>",
+        '<p class="note">Per quarter, the release version scored and, once people have audited it (a secret sample '
+        "judged blind, published beside the release), how far they agree with its labels: the 3-bin agreement and "
+        "MSE of the annotators' mean against the release, Krippendorff's alpha among the annotators, and the "
+        "audit's gate.</p>", audit_table_html(board),
         f'<script type="application/json" id="board-data">{data}</script>',
         f"<script>{SCRIPT}</script></body></html>",
     ]

@@ -6,7 +6,8 @@ counted.
 Plain functions over the leaderboard's board (``leaderboard.compute_board``): the per-quarter figures are the
 board's own (``quarters[q]``: every claim, missing predictions as 0; ``sums_fresh``: the same without the recurring
 claims), so the view and the ranking can never disagree. Written next to the leaderboard as a table (CSV and text),
-a JSON and a PNG plot.
+a JSON and a PNG plot. Where a quarter's release has a human audit (``board["audit_figures"]``), the view adds how far
+people agree with its labels: a row per audited quarter, and a line on the plot's own axis.
 """
 
 import csv
@@ -17,6 +18,7 @@ from assets.evaluation.evaluation import cutoff_position, quarter_number, save_f
 
 RELATION = {"clean": "after", "before": "before", "unknown": "unknown"}  # the board's names -> the paper's
 COLUMNS = ("system", "knowledge_cutoff", "quarter", "relation", "claims", "recurring", "mse_all", "fresh", "mse_fresh")
+AUDIT_COLOUR = "#d4a017"  # the audit's line: a colour no system's series takes (matplotlib's default cycle)
 
 
 def _mse(sums: dict) -> float | None:
@@ -51,6 +53,15 @@ def longitudinal_summary(board: dict) -> list[dict]:
     return out
 
 
+def audit_rows(board: dict) -> list[dict]:
+    """One row per quarter whose scored release has a human audit: the version, the annotators' 3-bin agreement with
+    its labels, the MSE, the claims judged and whether the audit's gate passed."""
+    figures = board.get("audit_figures") or {}
+    return [{"quarter": q, "release_version": figures[q]["release_version"], "agreement3": figures[q]["agreement3"],
+             "mse": figures[q]["mse"], "claims": figures[q]["n"], "passed": figures[q]["passed"]}
+            for q in board["all_quarters"] if q in figures]
+
+
 def longitudinal_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
@@ -80,6 +91,12 @@ def longitudinal_text(board: dict) -> str:
         first = rows[(names[0], q)] if names else {"claims": 0, "recurring": 0}
         cells = [f"{fmt(rows[(n, q)]['mse_fresh'])} {rows[(n, q)]['relation'][0]}" for n in names]
         lines.append(f"{q:8} {first['claims']:>6} {first['recurring']:>9} " + " ".join(f"{c:>18}" for c in cells))
+    audited = audit_rows(board)
+    if audited:
+        lines += ["", "People's agreement with the labels (the human audit of the release scored)",
+                  f"{'quarter':8} {'3-bin':>6} {'MSE':>7} {'claims':>6}  gate"]
+        lines += [f"{r['quarter']:8} {fmt(r['agreement3']):>6} {fmt(r['mse']):>7} {r['claims']:>6}  "
+                  f"{'passed' if r['passed'] else 'below'}" for r in audited]
     return "\n".join(lines) + "\n"
 
 
@@ -114,6 +131,16 @@ def plot_longitudinal(board: dict, path: Path) -> Path:
         twin.bar(xs, recurring, color="grey", alpha=0.25, width=0.6, label="recurring (left out)")
         twin.set_ylabel("claims marked recurring")
         twin.set_ylim(0, max(recurring) * 4)
+    audited = [(quarter_number(r["quarter"]), r["agreement3"]) for r in audit_rows(board) if r["agreement3"] is not None]
+    if audited:
+        people = ax.twinx()
+        if any(recurring):  # the recurring bars hold the first right axis: this one sits further out
+            people.spines["right"].set_position(("axes", 1.1))
+        people.plot(*zip(*audited), marker="s", markersize=5, linewidth=1.5, color=AUDIT_COLOUR,
+                    label="people agree with the labels (3-bin, human audit)")
+        people.set_ylim(0, 1.05)
+        people.set_ylabel("people's 3-bin agreement with the labels", color=AUDIT_COLOUR)
+        people.legend(loc="upper right", fontsize=7)
     ax.set_xticks(xs)
     ax.set_xticklabels(quarters, rotation=60, fontsize=7)
     ax.set_ylabel("integrity MSE (scores in [-1, 1])")

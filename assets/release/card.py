@@ -1,6 +1,9 @@
 """A release that loads anywhere: Croissant 1.0 metadata (``croissant.json``), a Hugging Face dataset card
 (``README.md``) and the ``veritas export --format hf`` folder.
 
+A release's own card is written with it and never changes; the human audit, published weeks later beside the release
+version (assets/audit/asset.py), shows in the export's card (``export_hf``: a line per quarter and each audit's card).
+
 Plain functions, no Dagster.  The Croissant file is written as plain JSON-LD (importing mlcroissant costs
 seconds of CPU); the tests validate it and load the claims with mlcroissant.
 """
@@ -517,11 +520,56 @@ def export_croissant(out: Path, quarters: list[str]) -> dict:
     }
 
 
-def export_hf(releases: dict[str, Path], out: Path) -> Path:
+def release_audits(releases: dict[str, Path], beside: dict[str, dict[str, bytes]]) -> dict[str, dict]:
+    """quarter -> the human audit's addendum of its release version, for the quarters whose version has one among
+    the files published beside it (``beside``: quarter -> file name -> bytes, as ``veritas export`` reads them)."""
+    from assets.audit.card import ADDENDUM_SUFFIX
+
+    out = {}
+    for quarter, folder in releases.items():
+        name = f"{folder.name}{ADDENDUM_SUFFIX}"
+        data = (beside.get(quarter) or {}).get(name)
+        if data is None:
+            continue
+        try:
+            out[quarter] = json.loads(data)
+        except ValueError as err:
+            raise ValueError(f"releases/{quarter}/{name}: not JSON ({err}); publish the audit again "
+                             f"(materialize release_audit for {quarter})") from None
+    return out
+
+
+def audit_markdown(audits: dict[str, dict]) -> str:
+    """The card's section on the human audits of its quarters' releases (their addenda): one line per quarter
+    (agreement, alpha, the gate), then each audit's own card (``<version>.audit.md``); '' when none was audited."""
+    from assets.audit.card import audit_card, card_line
+
+    if not audits:
+        return ""
+    parts = ["## Human audit\n\nPeople judged a secret sample of each audited quarter's release blind, after it was "
+             "published. The audit is an addendum beside the release, which leaves the release as it was: "
+             "`<quarter>.audit.json` next to the quarter's folder here (with its `.sha256` and its card "
+             "`<quarter>.audit.md`; in the store, `<version>.audit.json` beside the release version).\n\n"
+             + "\n".join(f"- {q} (release {a['release']['version']}): {card_line(a)}." for q, a in sorted(audits.items()))]
+    parts += [audit_card(a).replace("# ", "### ", 1).rstrip("\n") for _, a in sorted(audits.items())]
+    return "\n\n".join(parts)
+
+
+def audit_notice(audits: dict[str, dict]) -> str:
+    """The card's first lines for the quarters whose audit fell below its gate, else ''."""
+    from assets.audit.card import leaderboard_line
+
+    return "\n\n".join(f"**{q}: below the human audit's gate.** {leaderboard_line(a)}; see the human audit below."
+                       for q, a in sorted(audits.items()) if not a["passed"])
+
+
+def export_hf(releases: dict[str, Path], out: Path, beside: dict[str, dict[str, bytes]] | None = None) -> Path:
     """A Hugging Face dataset folder of one or more quarters: each release copied once under ``<quarter>/`` with its
     table ``metadata.parquet`` beside its images; a card whose default config has one split per quarter and one
     config per quarter (``datasets.load_dataset(str(out))`` shows ``images`` as pictures); and a croissant.json over
-    all the quarters. Configs point at the same files: the media are on disk once per quarter."""
+    all the quarters. Configs point at the same files: the media are on disk once per quarter. ``beside``: what the
+    store published beside each release version (quarter -> file name -> bytes): a human audit there goes into the
+    card (the files themselves ``veritas export`` writes next to the quarter folders)."""
     if not releases:
         raise ValueError("no release to export")
     quarters = sorted(releases)
@@ -534,6 +582,7 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
     if missing:
         raise ValueError(f"no claims.parquet in the release of {', '.join(missing)}: a release made before the "
                          "parquet tables cannot be exported as a dataset; rebuild it with `veritas run --quarter Q`")
+    audits = release_audits(releases, beside or {})
     has_images = {q: any((releases[q] / "images").glob("*")) for q in quarters}
     image_column = "images_file_names" if any(has_images.values()) else "images"  # see hf_table
     out.mkdir(parents=True, exist_ok=True)
@@ -552,6 +601,8 @@ def export_hf(releases: dict[str, Path], out: Path) -> Path:
     sections = "\n\n".join(f"## {q}\n\n{text}" for q in quarters
                              if (text := integrity_markdown(read_manifest(out / q), "###")))
     notice = "\n\n".join(f"{q}: {n}" for q in quarters if (n := text_shortcut_notice(read_manifest(out / q))))
+    sections = "\n\n".join(part for part in (sections, audit_markdown(audits)) if part)
+    notice = "\n\n".join(part for part in (notice, audit_notice(audits)) if part)
     (out / "README.md").write_text(card_text(info, {q: hf_data_files(q, has_images[q]) for q in quarters}, "VeriTaS",
                                              sections, notice, dataset=True))
     (out / "croissant.json").write_text(json.dumps(export_croissant(out, quarters), indent=1, ensure_ascii=False))

@@ -5,9 +5,18 @@ An export never deletes and never writes into the store: ``--out`` may not lie i
 and a folder that holds anything already is refused unless ``--force``; even then what the export would replace is
 moved aside (``NAME.replaced-<time>``), never removed. It is written into a temporary folder beside ``--out`` and
 moved into place only when complete: a failure (a full disk) leaves nothing behind but a one-line reason.
+
+What the store publishes beside a release version after it (``<version>.audit.json``, the human audit's addendum,
+with its ``.sha256`` and its card ``.audit.md``; ``<version>.changelog.json`` of a version built without errata) is
+copied next to the quarter's folder, named after the quarter (``2025Q3.audit.json``; a ``.sha256`` names the copy, so
+that ``sha256sum -c`` checks it there): the release folder itself is never changed. ``--inputs-only`` writes what a
+system under test may read and nothing a label can be read from: ``<quarter>/inputs.json`` (each claim's id, text,
+date, language and media) and the media files.
 """
 
 import argparse
+import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -33,6 +42,9 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
                         "per quarter with the images as pictures: the same folders, each with its table "
                         "metadata.parquet, a card README.md (a config per quarter and one for all) and a "
                         "croissant.json over all the quarters")
+    p.add_argument("--inputs-only", action="store_true",
+                   help="what a system under test is given: <out>/<quarter>/inputs.json (each claim's id, text, date, "
+                        "language and media) and the media files; no score, justification, label or review_url")
     p.add_argument("--force", action="store_true",
                    help="write into a folder that is not empty; a quarter folder, README.md or croissant.json "
                         "already there is kept beside it as NAME.replaced-<time>, nothing is deleted")
@@ -40,15 +52,20 @@ def register(subparsers) -> list[argparse.ArgumentParser]:
     return [p]
 
 
+def _store_config(config_path: str | None) -> dict:
+    from dagster_project.core.config_file import load_config
+
+    return load_config(config_path)["store"]
+
+
 def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, Path]:
     """Each quarter's current release folder. A local store is read directly (its ``LATEST`` pointer), without
     importing Dagster; an S3 store through the store resource, which downloads the release first. A pointer that
     leads out of its quarter's folder is an error, never followed."""
     from dagster_project.core.atomic_files import pointed_folder
-    from dagster_project.core.config_file import load_config
     from dagster_project.core.quarters import to_label
 
-    store_config = load_config(config_path)["store"]
+    store_config = _store_config(config_path)
     if store_config.get("kind") == "s3":
         from dagster_project.resources.store import StoreResource
 
@@ -72,6 +89,92 @@ def latest_releases(config_path: str | None, quarters: list[str]) -> dict[str, P
                              f"rerun `veritas run --quarter {label}` or point LATEST at a complete version")
         found[label] = folder
     return found
+
+
+def published_beside(config_path: str | None, releases: dict[str, Path]) -> dict[str, dict[str, bytes]]:
+    """quarter -> file name -> bytes of what the store published beside each quarter's release version (the files
+    ``<version>.*`` in its quarter's folder: the audit's addendum, its hash and card, the changelog), each checked
+    against its ``.sha256`` where it has one: a file that no longer matches is an error, never exported."""
+    store_config = _store_config(config_path)
+    found: dict[str, dict[str, bytes]] = {}
+    if store_config.get("kind") == "s3":
+        from dagster_project.resources.store import StoreResource
+
+        store = StoreResource(**store_config)
+        for label, folder in releases.items():
+            names = [rel.rsplit("/", 1)[1] for rel in store.list_objects(f"releases/{label}")
+                     if rel.count("/") == 2 and rel.rsplit("/", 1)[1].startswith(f"{folder.name}.")]
+            found[label] = {name: store.get_bytes(f"releases/{label}/{name}") for name in sorted(names)}
+    else:
+        for label, folder in releases.items():
+            found[label] = {p.name: p.read_bytes() for p in sorted(folder.parent.iterdir())
+                            if p.name.startswith(f"{folder.name}.") and p.is_file() and not p.is_symlink()}
+    for label, files in found.items():
+        for name, data in files.items():
+            if not name.endswith(".sha256"):
+                continue
+            target, words = name.removesuffix(".sha256"), data.decode("utf-8", errors="replace").split()
+            if target not in files or not words or hashlib.sha256(files[target]).hexdigest() != words[0]:
+                raise ValueError(f"releases/{label}/{target} does not match its hash ({name}): it was damaged or "
+                                 "edited after it was published; restore it from a backup (or publish it again) "
+                                 "before exporting")
+    return found
+
+
+#: What ``inputs.json`` keeps of a claim and of each of its media: nothing a label can be read from (no score, no
+#: justification, no review_url: the fact-check behind it states the verdict; no recurring id: an earlier release
+#: holds that claim's label).
+INPUT_FIELDS = ("id", "text", "date", "language", "media")
+INPUT_MEDIA_FIELDS = ("id", "type", "file_path")
+
+
+def claim_inputs(claim: dict) -> dict:
+    """One claims.json record as a system under test may read it."""
+    return {**{k: claim[k] for k in INPUT_FIELDS if k != "media"},
+            "media": [{k: m[k] for k in INPUT_MEDIA_FIELDS} for m in claim.get("media") or []]}
+
+
+def beside_copies(releases: dict[str, Path], beside: dict[str, dict[str, bytes]]) -> dict[str, bytes]:
+    """What ``published_beside`` found, as the export names it next to the quarter folders: ``<version>.X`` becomes
+    ``<quarter>.X`` (two quarters' versions may share a name), and a ``.sha256`` names the renamed file."""
+    out = {}
+    for label, files in beside.items():
+        version = releases[label].name
+        for name, data in files.items():
+            renamed = label + name[len(version):]
+            if name.endswith(".sha256"):
+                data = f"{data.decode('utf-8', errors='replace').split()[0]}  {renamed.removesuffix('.sha256')}\n".encode()
+            out[renamed] = data
+    return out
+
+
+def write_inputs(folder: Path, label: str, target: Path) -> Path:
+    """A release's inputs only into ``target`` (which must not exist yet): ``inputs.json`` (quarter, release version
+    and each claim's inputs, by id) and the media files it names, copied from the release folder."""
+    path = folder / "claims.json"
+    try:
+        claims = sorted((claim_inputs(c) for c in json.loads(path.read_text(encoding="utf-8"))["claims"]),
+                        key=lambda c: c["id"])
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err.msg} at line {err.lineno}); restore the release or rebuild it") from None
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path}: not a release's claims ({type(err).__name__} {err}); restore the release or "
+                         "rebuild it") from None
+    if target.exists() or target.is_symlink():
+        raise ValueError(f"{target} exists already: an export never overwrites; choose another --out or add --force")
+    root = folder.resolve()
+    for medium in (m for c in claims for m in c["media"]):
+        named = medium["file_path"]
+        source = (folder / named).resolve() if isinstance(named, str) else None
+        if source is None or not source.is_relative_to(root) or not source.is_file():
+            raise ValueError(f"{path}: medium {medium['id']} names {medium['file_path']!r}, not a file of the "
+                             "release; restore the release or rebuild it")
+        (target / medium["file_path"]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target / medium["file_path"])
+    target.mkdir(parents=True, exist_ok=True)
+    payload = {"quarter": label, "release_version": folder.name, "claims": claims}
+    (target / "inputs.json").write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
+    return target
 
 
 def check_out(out: Path, root: Path, force: bool) -> None:
@@ -157,12 +260,41 @@ def write_failure(out: Path, err: OSError) -> str:
             f"was removed, {out} is as it was); {advice.get(code, 'fix that and run it again')}")
 
 
+def export_writer(config_path: str | None, quarters: list[str], out: Path, fmt: str = "veritas",
+                  force: bool = False, inputs_only: bool = False) -> Callable[[Path], None]:
+    """Everything checked and read first (``--out``, the releases, what was published beside them); then
+    ``write(folder)`` writes the quarters' current releases into a folder: as released, with what was published
+    beside each version next to its folder; as one Hugging Face dataset (``fmt`` hf); or their inputs only."""
+    if inputs_only and fmt != "veritas":
+        raise ValueError("--inputs-only writes the claims' inputs and media only: leave out --format")
+    check_out(out, store_root(config_path), force)
+    releases = latest_releases(config_path, quarters)
+    if inputs_only:
+        def write_inputs_only(stage: Path) -> None:
+            for label, folder in releases.items():
+                write_inputs(folder, label, stage / label)
+        return write_inputs_only
+    beside = published_beside(config_path, releases)
+
+    def write(stage: Path) -> None:
+        if fmt == "hf":
+            from assets.release.card import export_hf
+
+            export_hf(releases, stage, beside)
+        else:
+            for label, folder in releases.items():
+                copy_release(folder, stage / label)
+        for name, data in beside_copies(releases, beside).items():
+            (stage / name).write_bytes(data)
+    return write
+
+
 def export_release(config_path: str | None, quarter: str, out: str, force: bool = False) -> Path:
-    """One quarter's current release copied to ``<out>/<quarter>``."""
-    check_out(Path(out), store_root(config_path), force)
-    (label, folder), = latest_releases(config_path, [quarter]).items()
-    write_staged(Path(out), lambda stage: copy_release(folder, stage / label), force)
-    return Path(out) / label
+    """One quarter's current release copied to ``<out>/<quarter>`` (what was published beside it next to it)."""
+    from dagster_project.core.quarters import to_label
+
+    write_staged(Path(out), export_writer(config_path, [quarter], Path(out), force=force), force)
+    return Path(out) / to_label(quarter)
 
 
 def quarters_of(args: argparse.Namespace) -> list[str]:
@@ -175,20 +307,9 @@ def quarters_of(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    config_path = getattr(args, "config", None)
     out = Path(args.out).expanduser()
-    quarters = quarters_of(args)
-    check_out(out, store_root(config_path), args.force)
-    releases = latest_releases(config_path, quarters)
-    if args.format == "hf":
-        from assets.release.card import export_hf
-
-        def write(stage: Path) -> None:
-            export_hf(releases, stage)
-    else:
-        def write(stage: Path) -> None:
-            for label, folder in releases.items():
-                copy_release(folder, stage / label)
+    write = export_writer(getattr(args, "config", None), quarters_of(args), out, args.format, args.force,
+                          getattr(args, "inputs_only", False))
     try:
         written = write_staged(out, write, args.force)
     except OSError as err:

@@ -1,5 +1,6 @@
-"""``veritas yields``: per stage, rows in, rows out and drops by reason for one quarter or a range (text, JSON, and
-the self-contained dashboard page); the report itself is ``dagster_project.yield_report``'s."""
+"""``veritas yields``: per stage, rows in, rows out and drops by reason for one quarter or a range, and the latest
+human audit of each quarter's release (text, JSON, and the self-contained dashboard page); the report itself is
+``dagster_project.yield_report``'s."""
 
 import argparse
 import json
@@ -7,7 +8,8 @@ import sys
 
 
 def register(subparsers) -> list[argparse.ArgumentParser]:
-    p = subparsers.add_parser("yields", help="per stage: rows in, rows out and drops by reason, for one quarter or a range")
+    p = subparsers.add_parser("yields", help="per stage: rows in, rows out and drops by reason, and the release's "
+                                             "human audit, for one quarter or a range")
     p.add_argument("--quarter", help="one quarter, e.g. 2025Q4 (or 2025-10)")
     p.add_argument("--from", dest="first", help="first quarter of a range")
     p.add_argument("--to", dest="last", help="last quarter of a range (default: the running quarter)")

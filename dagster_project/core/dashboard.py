@@ -294,6 +294,27 @@ def media_sections(shown: list[dict], quarters: list[str]) -> list[str]:
     return parts
 
 
+def audit_section(reports: list[dict]) -> list[str]:
+    """Per quarter, its release's latest human audit (``yield_report.audit_report``): how far people agree with the
+    labels, and the audit's gate (a failed gate is highlighted)."""
+    audited = [(r["quarter"], r["audit"]) for r in reports if r.get("audit")]
+    parts = ["<h2>Human audit</h2>"]
+    if not audited:
+        return parts + ['<p class="note" id="no-audit">No release in these quarters has been audited by people yet.</p>']
+    rows, classes = [], []
+    for q, a in audited:
+        gate = {True: "passed", False: "FAILED"}.get(a.get("passed"), "n/a")
+        rows.append([f'<td class="l">{e(q)}</td>', f'<td class="l">{e(a.get("release_version"))}</td>']
+                    + [f'<td data-quarter="{e(q)}" data-field="{k}">{e(v)}</td>' for k, v in (
+                        ("agreement3", fmt_pct(a.get("agreement3"))), ("mse", fmt_num(a.get("mse"))),
+                        ("alpha_annotators", fmt_num(a.get("alpha_annotators"))), ("claims", fmt_num(a.get("claims"))),
+                        ("annotators", fmt_num(a.get("annotators"))), ("gate", gate))]
+                    + [f'<td class="l">{e(a.get("summary"))}</td>'])
+        classes.append("" if a.get("passed") is not False else "warn")
+    return parts + [_table(["quarter", "release version", "3-bin agreement", "MSE", "alpha (annotators)", "claims",
+                            "annotators", "gate", "summary"], rows, "audit-table", classes, left=2)]
+
+
 def render_html(reports: list[dict], title: str = "veritas stage yields") -> str:
     """The whole page for the given quarter reports (``yield_report.collect_range``); quarters with no data are listed, not drawn."""
     shown = [r for r in reports if r["stages"]]
@@ -315,8 +336,8 @@ def render_html(reports: list[dict], title: str = "veritas stage yields") -> str
     if empty:
         parts.append(f'<p class="note" id="empty-quarters">Nothing materialized for: {e(", ".join(empty))}.</p>')
     if not shown:
-        parts.append('<p class="note">No stage has been materialized in this range yet.</p></body></html>')
-        return "".join(parts)
+        parts.append('<p class="note">No stage has been materialized in this range yet.</p>')
+        return "".join(parts + audit_section(reports) + ["</body></html>"])
 
     parts.append("<h2>Funnel</h2>")
     parts.append(_figure("chart-funnel", "Rows in and rows out per stage, one panel per quarter (shared scale).",
@@ -402,6 +423,7 @@ def render_html(reports: list[dict], title: str = "veritas stage yields") -> str
         parts.append(_table(["quarter", "check", "result", "note"], rows, "check-table", classes, left=4))
     else:
         parts.append('<p class="note">No yield check has run for these quarters.</p>')
+    parts += audit_section(reports)
     parts.append("</body></html>")
     return "".join(parts)
 
