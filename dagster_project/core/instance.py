@@ -103,8 +103,7 @@ def storage_of(text: str) -> str:
     modules = [str(chosen[k].get("module", "")) for k in parts if isinstance(chosen.get(k), dict)]
     if "postgres" in storage or any("postgres" in m for m in modules):
         return "postgres"
-    if set(storage) - {"sqlite"} or any(not m.startswith("dagster.") and not m.startswith("dagster._core")
-                                        for m in modules):
+    if set(storage) - {"sqlite"} or any(not m.startswith("dagster.") for m in modules):  # Dagster's own SQLite
         return "other"
     return "sqlite"
 
