@@ -1,8 +1,8 @@
-"""Issue 33, item 2: adversarial filtering (AFLite) of rewritten claims before selection.
+"""Issue 33, item 2: adversarial filtering of rewritten claims before selection; issue 49: aimed at chance.
 
 Half of the rewrites carry a correction template ("In reality, ..."), half are minimal edits of real claims; the
-filter leaves out the templates and keeps the edits, the selection takes the least detectable first, and the
-release's rectified style comes back to chance."""
+filter leaves out most templates and keeps rewrites whose scores match the natural claims' (neither the least nor the
+most detectable first), and the release's rectified style comes back to chance."""
 
 import gzip
 import json
@@ -36,18 +36,23 @@ def quarter(n_natural=60, n_false=200, template_share=0.5):
     return out
 
 
-def test_the_filter_leaves_out_the_templates_and_keeps_the_minimal_edits():
+def test_the_filter_leaves_out_the_templates_and_keeps_rewrites_that_score_like_natural_claims():
+    """Issue 49 changed what this expects: the filter no longer keeps every minimal edit below a threshold and sorts
+    them least detectable first; it keeps variants whose held-out scores match the natural claims' (the minimal edits
+    it leaves out are those that score beyond what natural claims reach), in an order with no preference either way."""
     claims = quarter()
     natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
     variants = [c for c in claims if c.variant == "rectified"]
-    scores, left_out, report = filter_detectable(natural, variants, seed=1)
+    order, left_out, report = filter_detectable(natural, variants, seed=1)
     templates = {c.claim_id for c in variants if c.text.startswith("In reality")}
     assert len(left_out & templates) >= 0.6 * len(templates), report
-    assert len(left_out - templates) <= 0.1 * (len(variants) - len(templates)), report
-    assert report["rounds"] > 1 and report["auc"] <= 0.55 and set(scores) == {c.claim_id for c in variants}
-    kept = [c.claim_id for c in variants if c.claim_id not in left_out]
-    mean = lambda ids: sum(scores[i] for i in ids) / len(ids)  # noqa: E731
-    assert mean([i for i in kept if i in templates]) > mean([i for i in kept if i not in templates]) + 0.15  # last
+    assert len(left_out - templates) < len(left_out & templates), report  # most of what goes is the templates
+    assert set(order) == {c.claim_id for c in variants} and sorted(order.values()) == list(range(len(variants)))
+    assert report["kept"] == len(variants) - len(left_out) >= report["matched"] > 0, report
+    assert report["kept_auc"] <= 0.55 and report["left_out_auc"] > 0.7, report
+    # the kept ones are taken in an order that follows the score bins of natural claims, not the least detectable
+    # first (Spearman's rho of place against score was 1 before issue 49)
+    assert abs(report["order_vs_score"]) < 0.25, report
 
 
 def test_selection_after_the_filter_brings_the_rectified_style_to_chance():
@@ -55,16 +60,16 @@ def test_selection_after_the_filter_brings_the_rectified_style_to_chance():
     natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
     variants = [c for c in claims if c.variant == "rectified"]
 
-    def style(pool, detectability=None):
-        chosen, _ = select_release(pool, 500, 0.8, 92, dedupe=False, key=ORDER_KEY, detectability=detectability)
+    def style(pool, order=None):
+        chosen, _ = select_release(pool, 500, 0.8, 92, dedupe=False, key=ORDER_KEY, order=order)
         ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
         return shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)["rectified_style"]
 
     plain = style(claims)
     assert plain["above_chance"], plain  # without the filter the templates tell the rewrites
-    scores, left_out, _ = filter_detectable(natural, variants, seed=1)
-    filtered = style([c for c in claims if c.claim_id not in left_out], scores)
-    assert not filtered["above_chance"] and filtered["lift"] < plain["lift"] / 2, (plain, filtered)
+    order, left_out, _ = filter_detectable(natural, variants, seed=1)
+    filtered = style([c for c in claims if c.claim_id not in left_out], order)
+    assert not filtered["off_chance"] and filtered["lift"] < plain["lift"] / 2, (plain, filtered)
 
 
 def test_too_few_natural_claims_to_train_on_is_said_not_guessed():
@@ -80,8 +85,8 @@ def test_a_single_rewrite_is_judged_at_chance_not_a_crash():
     claims = quarter(n_natural=8, n_false=1)
     natural = [c for c in claims if c.variant == "original" and c.integrity.label == "intact"]
     variants = [c for c in claims if c.variant == "rectified"]
-    scores, left_out, report = filter_detectable(natural, variants, seed=1)
-    assert scores == {variants[0].claim_id: 0.5} and left_out == set() and report["rounds"] == 1, report
+    order, left_out, report = filter_detectable(natural, variants, seed=1)
+    assert order == {variants[0].claim_id: 0} and left_out == set() and report["rounds"] == 1, report
 
 
 def test_with_nothing_to_keep_the_filter_can_leave_out_every_rewrite():
@@ -134,7 +139,7 @@ def test_template_only_rewriting_is_published_only_with_its_figure_named(tmp_pat
     assert 0 < adversarial["restored"] < adversarial["left_out"], adversarial
     card = rewrite_markdown({"rectification": rewrite_summary(chosen, adversarial)})
     assert f"left out {adversarial['left_out']} of {adversarial['variants']} rewrites" in card
-    assert f"the {adversarial['restored']} least detectable of those came back" in card
+    assert f"the {adversarial['restored']} nearest of those came back" in card
     ordered, release, _, _ = ordered_release(chosen, ORDER_KEY)
     audit = shortcut_audit(release_rows(release, [c.variant for c in ordered]), [], seed=2)
     assert audit["text_problems"][0].startswith(

@@ -36,6 +36,7 @@ from assets.rules.release_order import (
     order_key,
 )
 from assets.rules.reliability import alpha_metadata, ensemble_alpha
+from assets.selection.channels import media_texts
 from assets.selection.release_selection import select_undetectable
 from assets.selection.shortcut_audit import pool_rows, release_rows, shortcut_audit
 from assets.audit.errata import read_errata, without_errata
@@ -116,14 +117,19 @@ def release(
         pool = [c for c in claims if c.claim_id not in gone]
     key = order_key(store)
     pool = sorted(pool, key=lambda c: c.claim_id)  # the table's row order varies with the runs' concurrency
-    chosen, report, adversarial = select_undetectable(pool, release_rules, claim_rules, key)
+    reader = media_texts(llm.cache_path, store.media_store())  # stage 5's OCR of the media, for the channels
+    chosen, report, adversarial = select_undetectable(pool, release_rules, claim_rules, key, media_text=reader)
     report["allow_short_release"] = release_rules.allow_short_release
     chosen, release_claims, files, order = ordered_release(chosen, key)
     flags = [c.injection_flags for c in chosen]
     marks = {rc.id: recurring[c.claim_id] for c, rc in zip(chosen, release_claims) if c.claim_id in recurring}
     scored = sorted((c for c in claims if c.variant == "original"), key=lambda c: c.claim_id)  # the whole scored pool
-    audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen]), pool_rows(scored),
-                           seed=int(order["seed_commitment"][:8], 16))
+    try:  # every claim of the pool, rewrites too: the audit tells them apart itself
+        audit = shortcut_audit(release_rows(release_claims, [c.variant for c in chosen], chosen, reader),
+                               pool_rows(sorted(claims, key=lambda c: c.claim_id), reader),
+                               seed=int(order["seed_commitment"][:8], 16))
+    finally:
+        reader.close()
     audit["allow_text_shortcut"] = release_rules.allow_text_shortcut
     version = new_version(context.run_id)
     staging = store.release_staging(quarter, version)

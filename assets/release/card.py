@@ -236,9 +236,9 @@ def rewrite_markdown(report: dict) -> str:
         text += (f" Before selection, an adversarial filter ({f['method']}) left out {f['left_out']} of "
                  f"{f['variants']} rewrites that a classifier told from the {f['natural']} natural Compromised claims they "
                  "hide among; "
-                 + (f"the {f['restored']} least detectable of those came back, as the rest could not fill the "
+                 + (f"the {f['restored']} nearest of those came back, as the rest could not fill the "
                     "release; " if f.get("restored") else "")
-                 + "the selection took the rest least detectable first.")
+                 + "the selection took the rest in an order matched to the shown natural claims' scores.")
     if simulated_panel(report):
         text += (" These figures come from the simulated model panel and its scripted rewriter: they show the "
                  "mechanism, not what real models write. With real models, read the first quarter's rectified-style "

@@ -13,6 +13,7 @@ from assets.selection.release_selection import (
     remove_near_duplicates,
     select_release,
     selection_rank,
+    shown,
 )
 from dagster_project.stage_settings import ClaimRules, DemandSettings, ReleaseSettings
 from schemas.records import Integrity, ScoredClaim
@@ -53,8 +54,10 @@ class DemandPlan:
     0.91 against 0.61 in the Compromised half, and the shortcut audit blocked that release: the number of media told
     the label)."""
 
-    def __init__(self, scored: list[ScoredClaim], release_rules: ReleaseSettings, claim_rules: ClaimRules, key: bytes):
+    def __init__(self, scored: list[ScoredClaim], release_rules: ReleaseSettings, claim_rules: ClaimRules, key: bytes,
+                 media_text=None):
         self.size, self.media_share, self.key = release_rules.release_size, release_rules.media_share, key
+        self.media_text = media_text  # the media's OCR text for the filter's channels (a channels.MediaTexts)
         rank = selection_rank(key)
         originals = sorted((c for c in scored if c.variant == "original"), key=rank)
         self.originals = originals  # near-duplicates too: the release's adversarial filter reads them all
@@ -95,7 +98,8 @@ class DemandPlan:
         natural, usable, _ = filter_inputs(self.with_variants(variants, self.originals), chosen)
         if not usable:
             return 0.0
-        _, left_out, _ = filter_detectable(natural, usable, keep_at_least=0, seed=filter_seed(self.key))
+        _, left_out, _ = filter_detectable(natural, usable, keep_at_least=0, seed=filter_seed(self.key),
+                                           corpus=self.originals, media_text=self.media_text, reference=shown(chosen))
         return len(left_out) / len(usable)
 
     def feasible(self, variants: list[ScoredClaim]) -> int:
@@ -129,8 +133,8 @@ class DemandPlan:
 def variants_wanted(goal: int, surplus: float, share: float | None = None) -> int:
     """The variants stage 7 makes for a selection that uses ``goal``: ``surplus`` more, and where the release's
     adversarial filter leaves out ``share`` of them (None: not measured), enough that the ones it keeps still cover
-    the selection, with a slice more (the filter leaves rewrites out a slice at a time, so the share can grow by one
-    with the next round's: the rehearsal's third round made 9 rewrites for the 7 that a grown share asked for)."""
+    the selection, with a slice more (the next round's rewrites move the bins a little, so the share can grow with
+    them: the rehearsal's third round once made 9 rewrites for the 7 that a grown share asked for)."""
     want = math.ceil(goal * (1 + surplus))
     if not surplus or share is None:  # no spare asked for: the release has none to leave out
         return want

@@ -138,7 +138,7 @@ def plan_sizes(size: int, n_pairs: int, n_unknown_natural: int, unknown_availabl
 
 def select_release(
     claims: list[ScoredClaim], size: int, media_share: float, similarity: float, phash_max_distance: int = -1,
-    dedupe: bool = True, *, key: bytes, detectability: dict[str, float] | None = None,
+    dedupe: bool = True, *, key: bytes, order: dict[str, float] | None = None,
 ) -> tuple[list[ScoredClaim], dict]:
     """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant;
     exactly ``size`` claims when the pool allows it, and never more than media_share of them with media.
@@ -146,15 +146,16 @@ def select_release(
     Claims are taken in the secret ``selection_rank`` of ``key``. The Compromised half is the first Compromised
     claims of that rank, media and text apart, whether or not their rewrite held: it must not depend on it (taking
     the claims without a variant first put every failed rewrite in the Compromised half, 50% of it against a 15%
-    base rate). The Intact half is the natural Intact claims, then the variants of the Compromised claims left, the
-    least detectable first (``detectability``: rectified claim id -> how well a classifier told it from natural
-    claims; see assets/selection/adversarial.py). ``dedupe`` off: the claims are free of near-duplicates already."""
+    base rate). The Intact half is the natural Intact claims, then the variants of the Compromised claims left in
+    ``order`` (rectified claim id -> its place, the adversarial filter's: every prefix matches the natural claims'
+    scores, neither the least nor the most detectable first; see assets/selection/adversarial.py), else in the
+    secret rank. ``dedupe`` off: the claims are free of near-duplicates already."""
     rank = selection_rank(key)
     if dedupe:
         pool, duplicates = remove_near_duplicates(sorted(claims, key=rank), similarity, phash_max_distance)
     else:
         pool, duplicates = sorted(claims, key=rank), 0
-    detectability = detectability or {}
+    order = order or {}
     originals = [c for c in pool if c.variant == "original"]
     by_id = {c.claim_id: c for c in pool}
     compromised = [c for c in originals if c.integrity.label == "compromised"]
@@ -168,7 +169,7 @@ def select_release(
     def intact_for(chosen: list[ScoredClaim]) -> list[ScoredClaim]:
         ids = {c.claim_id for c in chosen}
         variants = [by_id[c.variant_of] for c in compromised if c.claim_id not in ids and c.variant_of in by_id]
-        return natural_intact + sorted(variants, key=lambda v: detectability.get(v.claim_id, 0.0))
+        return natural_intact + sorted(variants, key=lambda v: order.get(v.claim_id, 0.0))  # stable: rank within
 
     # variants of the media (text) Compromised claims after the first k of their kind: what the Intact half keeps
     n_nat_media, n_nat_text = _split(natural_intact)
@@ -246,6 +247,11 @@ def filter_inputs(pool: list[ScoredClaim], first: list[ScoredClaim]) -> tuple[li
     return natural, usable, used
 
 
+def shown(first: list[ScoredClaim]) -> set[str]:
+    """The natural Compromised claims the selection ``first`` shows: the rewrites it keeps must look like them."""
+    return {c.claim_id for c in first if c.variant == "original" and c.integrity.label == "compromised"}
+
+
 def filter_spare(used: int) -> int:
     """The rewrites the adversarial filter keeps at least: a few more than the selection used (with exactly as many
     the pairs' upper bound, and so the Unknown claims the share allows, can come out one lower: 999 of 1,000 on the
@@ -258,11 +264,12 @@ def filter_seed(key: bytes) -> int:
 
 
 def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings, claim_rules: ClaimRules,
-                        key: bytes) -> tuple[list, dict, dict]:
-    """``select_release`` after adversarial filtering: the rewrites a classifier tells from natural Compromised claims
-    are left out, as far as the release can spare them (it keeps as many as the selection uses, unless a short
-    release is allowed), and the rest are taken least detectable first. Returns the chosen claims, the selection's
-    report and the filter's."""
+                        key: bytes, media_text=None) -> tuple[list, dict, dict]:
+    """``select_release`` after adversarial filtering: the rewrites are kept so that a classifier's scores of them
+    match the natural Compromised claims' (the text and the channels beyond it, the media's text with
+    ``media_text``, a ``channels.MediaTexts``), as many as match and at least as many as the selection uses (unless
+    a short release is allowed), and taken in the filter's matched order. Returns the chosen claims, the
+    selection's report and the filter's."""
     args = (release_rules.release_size, release_rules.media_share, release_rules.text_duplicate_similarity,
             claim_rules.near_duplicate_distance)
     if not any(c.variant == "rectified" for c in pool):
@@ -270,21 +277,22 @@ def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings,
         return chosen, report, {"skipped": "no rewrite in the pool", "variants": 0, "left_out": 0}
     first, unfiltered = select_release(pool, *args, key=key)
     natural, usable, needed = filter_inputs(pool, first)
-    # a short release allowed, the filter leaves out every rewrite it tells apart, even below what the selection
-    # uses: a smaller release, not a blocked one (a 25-quarter world's small quarter ran out of candidates, kept
-    # them all, and its gate read 0.69 against 0.51 + 0.16)
+    # a short release allowed, the filter keeps only the rewrites that match, even fewer than the selection uses: a
+    # smaller release, not a blocked one (a 25-quarter world's small quarter ran out of candidates, kept them all,
+    # and its gate read 0.69 against 0.51 + 0.16)
     spare = 0 if release_rules.allow_short_release else filter_spare(needed)
-    detectability, left_out, adversarial = filter_detectable(natural, usable, keep_at_least=spare,
-                                                             seed=filter_seed(key))
+    corpus = [c for c in pool if c.variant == "original"]
+    order, left_out, adversarial = filter_detectable(natural, usable, keep_at_least=spare, seed=filter_seed(key),
+                                                     corpus=corpus, media_text=media_text, reference=shown(first))
 
-    comeback = sorted(left_out, key=lambda i: (detectability[i], i))  # the least detectable come back first
+    comeback = sorted(left_out, key=lambda i: (order[i], i))  # in the matched order: the next ones first
 
     def select(back: int) -> tuple[list, dict]:
         out = set(comeback[back:])
-        return select_release([c for c in pool if c.claim_id not in out], *args, key=key, detectability=detectability)
+        return select_release([c for c in pool if c.claim_id not in out], *args, key=key, order=order)
 
-    # the filter leaves out by text alone: where what it keeps cannot fill the selection's quotas (398 of 400 with
-    # template-only rewrites), the least detectable it left out come back, as few as bring the size back
+    # where what it kept cannot fill the selection's quotas (near-duplicates and the media quotas take some), the
+    # next ones it left out come back, as few as bring the size back
     chosen, report = select(0)
     restored = 0
     if report["feasible_size"] < unfiltered["feasible_size"] and not release_rules.allow_short_release:

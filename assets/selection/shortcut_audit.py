@@ -9,12 +9,18 @@ shuffled with a fixed seed), the 3-bin accuracy and macro-F1 of
   media count, media kind, media references in the text;
 - each world feature alone (what the world brings): language, claim date, publisher (the review URL's domain);
 - the claim text alone (TF-IDF word 1-2 grams and char 2-4 grams + logistic regression);
-- the rectified style: among Intact claims, whether the text tells a rewritten claim from a natural one.
+- the rectified style: among Intact claims, whether the text tells a rewritten claim from a natural one;
+- the channels beyond the text (issue 49, ``channels``: the media's own text and its match with the claim, the
+  images' size and perceptual hash, the claim's fluency), each alone and all with the text, on rewrites against
+  natural Compromised claims (gating) and against all natural claims, and on the 3-bin label;
+- the transfer figure: a classifier trained on the pool's rewrites the release left out scores the released ones.
 
 Each figure stands next to the majority-class baseline and next to chance as measured: the same cross-validation
-on labels shuffled ``SHUFFLES`` times (``MARGIN_RULE``). ``audit_problems`` says what blocks publication: position
-or ids above chance, or a feature the selection made more predictive than it is in the pool the release was
-selected from. A number is read in ``BINS`` quantile bins, and a binned number or a category predicts each value's
+on labels shuffled ``SHUFFLES`` times (``MARGIN_RULE``). Every gate is two-sided: off chance either way blocks
+(below chance, a classifier with its sign flipped recovers the signal). ``audit_problems`` says what blocks
+publication: position or ids off chance, or a feature the selection made more predictive than it is in the pool the
+release was selected from, or predict below chance; ``text_problems`` what the rewrites and the selection put in the
+claim and its media. A number is read in ``BINS`` quantile bins, and a binned number or a category predicts each value's
 majority training label (a one-hot lookup: it reveals contiguous label blocks along ids and position). BLAS runs
 on one thread. Plain functions, no Dagster. scikit-learn, scipy, threadpoolctl and tldextract are imported where
 they are used: the code location imports this module, and every run of every stage would pay for them (seconds).
@@ -27,6 +33,16 @@ import numpy as np
 
 from assets.rules.bins import bin3
 from assets.rules.length import MEDIA_REF
+from assets.selection.channels import (
+    CHANNEL_FEATURES,
+    CHANNEL_WEIGHT,
+    CHANNELS,
+    FLUENCY_MODEL,
+    binned,
+    channel_features,
+    claim_row,
+    merge_groups,
+)
 from schemas.records import ReleaseClaim, ScoredClaim
 
 LABELS = ("intact", "unknown", "compromised")
@@ -38,7 +54,8 @@ MIN_CLAIMS = 20  # below this (or with fewer than 2 labels) nothing measured her
 MIN_STYLE = 5  # rectified and natural Intact claims each needed for the rectified-style figure
 MARGIN_FLOOR, MARGIN_Z = 0.02, 3.5
 MARGIN_RULE = (
-    f"above chance: accuracy - null_mean > margin, margin = max({MARGIN_FLOOR}, {MARGIN_Z} * null_std), null = "
+    f"off chance (two-sided): |accuracy - null_mean| > margin, margin = max({MARGIN_FLOOR}, {MARGIN_Z} * null_std), "
+    f"null = "
     f"the same CV on {SHUFFLES} label shuffles; selection adds signal: feature above chance in the release and "
     f"lift - max(pool lift, 0) > max({MARGIN_FLOOR}, {MARGIN_Z} * sqrt(null_std^2 + pool null_std^2)), lift = "
     f"accuracy - null_mean, the pool subsampled to the release's label counts ({POOL_DRAWS} draws, averaged)"
@@ -76,24 +93,34 @@ def _row(text: str, kinds: list[str], language: str, day, url: str, label: str) 
         "text": text, "text_length": len(MEDIA_REF.sub("", text).strip()), "n_media": len(kinds),
         "media_kind": _kinds(kinds), "media_ref": _kinds(m.group(1) for m in MEDIA_REF.finditer(text)),
         "language": language or "", "date": str(day) if day else None, "publisher": registered_domain(url),
-        "label": label,
+        "review_url": url or "", "label": label,
     }
 
 
-def release_rows(claims: list[ReleaseClaim], variants: list[str]) -> list[dict]:
-    """One row per release claim in claims.json order; ``variants[i]`` ("original"/"rectified") is claim i's."""
-    return [
+def release_rows(claims: list[ReleaseClaim], variants: list[str], sources: list[ScoredClaim] | None = None,
+                 media_text=None) -> list[dict]:
+    """One row per release claim in claims.json order; ``variants[i]`` ("original"/"rectified") is claim i's.
+    ``sources``: the scored claims the release claims were made from, in the same order (the channels beyond the
+    text read their media's sizes and hashes and their review group); ``media_text``: a ``channels.MediaTexts`` (the
+    media's OCR text)."""
+    rows = [
         {"position": i, "claim_id": c.id, "media_ids": [m.id for m in c.media], "variant": v,
          **_row(c.text, [m.type for m in c.media], c.language, c.date, c.review_url, bin3(c.integrity.score))}
         for i, (c, v) in enumerate(zip(claims, variants, strict=True))
     ]
+    if sources is not None:
+        for row, source in zip(rows, sources, strict=True):
+            row.update({k: v for k, v in claim_row(source, media_text).items() if k != "text"})
+    return rows
 
 
-def pool_rows(pool: list[ScoredClaim]) -> list[dict]:
-    """One row per scored claim of the pool the release was selected from (originals and rectified variants)."""
+def pool_rows(pool: list[ScoredClaim], media_text=None) -> list[dict]:
+    """One row per scored claim of the pool the release was selected from (originals and rectified variants), with
+    the channels' inputs (``channels.claim_row``; the media's text with ``media_text``)."""
     return [
         {"variant": c.variant, **_row(c.text, [m.kind for m in c.media], c.language, c.claim_date, c.review_url,
-                                      c.integrity.label)}
+                                      c.integrity.label),
+         **{k: v for k, v in claim_row(c, media_text).items() if k != "text"}}
         for c in pool
     ]
 
@@ -208,13 +235,15 @@ def _feature(rows: list[dict], name: str, seed: int) -> dict:
 
 
 def _judged(m: dict, **extra) -> dict:
-    """A measurement rounded to 4 digits, with its margin and verdict decided on the rounded figures."""
+    """A measurement rounded to 4 digits, with its margin and verdict decided on the rounded figures: above chance,
+    below chance (a classifier with its sign flipped recovers signal), and off chance (either: what gates)."""
     if "skipped" in m:
-        return {**extra, **m, "above_chance": False}
+        return {**extra, **m, "above_chance": False, "below_chance": False, "off_chance": False}
     out = {k: v if isinstance(v, int) else round(v, 4) for k, v in m.items()}
     out["margin"] = round(_margin(out["null_std"]), 4)
     out["lift"] = round(out["accuracy"] - out["null_mean"], 4)
-    return {**extra, **out, "above_chance": out["lift"] > out["margin"]}
+    above, below = out["lift"] > out["margin"], out["lift"] < -out["margin"]
+    return {**extra, **out, "above_chance": above, "below_chance": below, "off_chance": above or below}
 
 
 def _pool_figures(draws: list[list[dict]], name: str, seed: int) -> dict:
@@ -350,17 +379,200 @@ def _natural_text(pool: list[dict], counts: np.ndarray, seed: int) -> dict:
 TEXT_MARGIN = 0.05  # the claim-only figure may exceed the majority label by this much, or natural claims' figure
 
 
+def _resolve_groups(release: list[dict], pool: list[dict]) -> None:
+    """Every row its review group (``channels.group_key``): rows built without their scored claims take the group
+    of the pool's claim with the same review URL (a rewrite keeps its original's), else their own URL."""
+    merge_groups([*release, *pool])
+    by_url = {r["review_url"]: r["group"] for r in pool if r.get("group") and r.get("review_url")}
+    for r in (*release, *pool):
+        if not r.get("group"):
+            r["group"] = by_url.get(r.get("review_url", ""), r.get("review_url") or r["text"])
+
+
+def _channel_blocks(rows: list[dict], corpus: list[dict]) -> tuple[dict, dict]:
+    """(channel -> binned matrix over ``rows``, channel -> why it was not measured)."""
+    blocks, skipped = {}, {}
+    for name, features in channel_features(rows, corpus).items():
+        if features is None:
+            skipped[name] = ("no media text given (the release's media were not read)" if name == "media_text" else
+                             "no media sizes or hashes given (release rows built without their scored claims)")
+        elif np.isnan(features).all():
+            skipped[name] = "no claim has anything to read there"
+        else:
+            blocks[name] = binned(features, BINS)
+    return blocks, skipped
+
+
+def _with_text(rows: list[dict], blocks: dict, idx: np.ndarray):
+    """The claims ``idx`` of the rows as the combined figure reads them: their text (TF-IDF fit on them) beside every
+    channel's bins."""
+    from scipy.sparse import hstack
+
+    return hstack([text_vectors([rows[i]["text"] for i in idx]), *(CHANNEL_WEIGHT * b[idx] for b in blocks.values())]
+                  ).tocsr()
+
+
+CHANNEL_MODEL = (f"each channel's numbers in {BINS} quantile bins (one-hot, a missing value a bin of its own) + "
+                 f"logistic regression; combined: the text's TF-IDF beside every channel's bins (weighted "
+                 f"{CHANNEL_WEIGHT})")
+
+
+def _channels(release: list[dict], corpus: list[dict], natural_pool: list[dict], seed: int) -> dict:
+    """Each channel beyond the text (``channels.CHANNELS``) and all of them with the text (``combined``), measured as
+    the rectified style is (balanced accuracy, the same CV, chance from label shuffles) on rewrites against natural
+    Compromised claims (``gating``, the pair a rewrite hides among) and against all natural claims (``vs_natural``,
+    reported), and as the claim-only figure is on the 3-bin label (``label``); the natural claims alone at the
+    release's label counts where a label figure needs comparing (``natural_label``, as ``natural_text``)."""
+    blocks, skipped = _channel_blocks(release, corpus)
+    out = {"method": CHANNEL_MODEL, "fluency_model": FLUENCY_MODEL,
+           "features": {n: list(CHANNEL_FEATURES[n]) for n in CHANNELS}, "skipped": skipped,
+           "gating": {}, "vs_natural": {}, "label": {}, "natural_label": {}}
+    names = [*blocks, "combined"]
+    rectified = np.array([r.get("variant") == "rectified" for r in release])
+    for key, others in (("gating", np.array([r["label"] == "compromised" for r in release]) & ~rectified),
+                        ("vs_natural", ~rectified)):
+        idx = np.flatnonzero(rectified | others)
+        y = rectified[idx].astype(int)
+        if min(int(y.sum()), int(len(y) - y.sum())) < MIN_STYLE:
+            out[key] = {n: {"skipped": f"fewer than {MIN_STYLE} rewrites or natural claims"} for n in names}
+            continue
+        for name in names:
+            x = _with_text(release, blocks, idx) if name == "combined" else blocks[name][idx]
+            out[key][name] = _judged({"claims": len(idx), **_measure(_linear_balanced, x, y, seed, balanced=True)},
+                                     metric="balanced accuracy", rectified=int(y.sum()), natural=int(len(y) - y.sum()))
+    y = _labels(release)
+    every = np.arange(len(release))
+    for name in names:
+        x = _with_text(release, blocks, every) if name == "combined" else blocks[name]
+        out["label"][name] = _judged({"claims": len(release), **_measure(_linear, x, y, seed)}, metric="accuracy")
+    counts = np.bincount(y, minlength=len(LABELS))
+    for name, figure in out["label"].items():  # natural claims' own figure, only where it decides
+        if "accuracy" in figure and figure["lift"] > figure["margin"]:
+            out["natural_label"][name] = _natural_channel(natural_pool, corpus, counts, name, seed)
+    return out
+
+
+def _natural_channel(natural: list[dict], corpus: list[dict], counts: np.ndarray, name: str, seed: int) -> dict:
+    """A channel's 3-bin figure on natural claims alone at the release's label counts (the mean over the draws):
+    what the world gives that channel, against which the release's figure is held."""
+    draws = _pool_draws(natural, counts, seed) if natural else []
+    if not draws or _too_few(_labels(draws[0])):
+        return {"skipped": "too few natural claims at the release's label counts"}
+    ms = []
+    for d in draws:
+        blocks, _ = _channel_blocks(d, corpus)
+        if name != "combined" and name not in blocks:
+            return {"skipped": "the pool's claims do not carry this channel"}
+        x = _with_text(d, blocks, np.arange(len(d))) if name == "combined" else blocks[name]
+        ms.append(_measure(_linear, x, _labels(d), seed))
+    mean = {k: float(np.mean([m[k] for m in ms])) for k in ms[0]}
+    mean["null_std"] = float(np.sqrt(np.mean([m["null_std"] ** 2 for m in ms])))
+    return _judged(mean, claims=len(draws[0]), draws=len(draws))
+
+
+def _auc(score: np.ndarray, y: np.ndarray) -> float:
+    """The probability that a class-1 score exceeds a class-0 one (ties count half): Mann-Whitney's U over n1 n0."""
+    from scipy.stats import rankdata
+
+    ranks = rankdata(score)
+    n1, n0 = int(y.sum()), int(len(y) - y.sum())
+    return float((ranks[y == 1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def _transfer(release: list[dict], pool: list[dict], corpus: list[dict]) -> dict:
+    """Does a classifier that learned rewrites elsewhere tell the released ones, either way? Trained as the
+    adversarial filter trains, on the pool's claims the release does not hold (its rewrites against its natural
+    Compromised claims that have none; no claim of a released claim's review group: a rewrite's own original would
+    teach it that rewrite's words as natural), it
+    scores the released rewrites and natural Compromised claims: AUC, 0.5 at chance, under 0.5 when the released
+    rewrites look more natural than natural claims do (a filter that kept the least detectable: the classifier with
+    its sign flipped recovers signal). Chance and its noise: the AUC's exact null distribution (no ties) has mean
+    0.5 and variance (n0 + n1 + 1) / (12 n0 n1)."""
+    from sklearn.linear_model import LogisticRegression
+
+    test = [r for r in release if r.get("variant") == "rectified" or r["label"] == "compromised"]
+    y_test = np.array([r.get("variant") == "rectified" for r in test], dtype=int)
+    held = {r["group"] for r in test}
+    rewritten = {r["group"] for r in pool if r.get("variant") == "rectified"}
+    # as the filter trains: no natural claim beside its own rewrite (the pair would teach the rewrite's edit alone)
+    train = [r for r in pool if r["group"] not in held and (r.get("variant") == "rectified" or (
+             r["label"] == "compromised" and r["group"] not in rewritten))]
+    y_train = np.array([r.get("variant") == "rectified" for r in train], dtype=int)
+    counts = {"rectified": int(y_test.sum()), "natural": int(len(y_test) - y_test.sum()),
+              "trained_on": {"rectified": int(y_train.sum()), "natural": int(len(y_train) - y_train.sum())}}
+    if not any(r.get("variant") == "rectified" for r in pool):
+        return {**counts, "skipped": "the pool holds no rewrite (built from the originals alone)"}
+    if min(*counts["trained_on"].values(), counts["rectified"], counts["natural"]) < MIN_STYLE:
+        return {**counts, "skipped": f"fewer than {MIN_STYLE} rewrites or natural Compromised claims to train or test"}
+    rows = test + train
+    blocks, _ = _channel_blocks(rows, corpus)
+    x = _with_text(rows, blocks, np.arange(len(rows)))
+    model = LogisticRegression(C=10.0, class_weight="balanced", solver="liblinear", max_iter=500)
+    score = model.fit(x[len(test):], y_train).decision_function(x[: len(test)])
+    n1, n0 = counts["rectified"], counts["natural"]
+    auc = _auc(score, y_test)
+    std = float(np.sqrt((n0 + n1 + 1) / (12 * n0 * n1)))
+    figure = _judged({"accuracy": auc, "null_mean": 0.5, "null_std": std}, metric="AUC",
+                     model="tfidf+lr (balanced)" + (" + " + ", ".join(blocks) if blocks else ""), **counts)
+    figure["auc"] = figure.pop("accuracy")
+    return figure
+
+
+def _off(f: dict) -> str:
+    side = "above" if f["lift"] > 0 else "below"
+    return (f"{f['accuracy']:.2f} against chance {f['null_mean']:.2f} ({side} it by more than the margin "
+            f"{f['margin']:.2f})")
+
+
+def channel_problems(report: dict) -> list[str]:
+    """What the channels beyond the text give away, either way: a channel (or all of them with the text) telling
+    rewrites from natural Compromised claims off chance, or giving the 3-bin label above what chance, the majority
+    label + TEXT_MARGIN and natural claims alone allow or below chance; and the transfer figure off chance."""
+    problems = []
+    channels = report.get("channels") or {}
+    for name, f in (channels.get("gating") or {}).items():
+        if f.get("off_chance"):
+            problems.append(f"the {name} channel tells rewritten claims from natural Compromised ones: balanced "
+                            f"accuracy {_off(f)}. See the shortcut audit's channels and the rewrites' media and "
+                            "wording (stage 7's media consistency rule, the adversarial filter)")
+    for name, f in (channels.get("label") or {}).items():
+        if "accuracy" not in f:
+            continue
+        natural = (channels.get("natural_label") or {}).get(name) or {}
+        ceiling = max(f["majority_accuracy"] + TEXT_MARGIN, f["null_mean"] + f["margin"])
+        if "accuracy" in natural:
+            ceiling = max(ceiling, natural["accuracy"] + _margin(f["null_std"], natural["null_std"]))
+        text = report.get("text") or {}
+        if name == "combined" and "accuracy" in text:  # what the text alone gives, its own gate judges
+            ceiling = max(ceiling, text["accuracy"] + _margin(f["null_std"], text["null_std"]))
+        if f["accuracy"] > ceiling or f["below_chance"]:
+            problems.append(f"the {name} channel predicts the 3-bin label: accuracy {_off(f)}, majority "
+                            f"{f['majority_accuracy']:.2f}, natural claims alone "
+                            + (f"{natural['accuracy']:.2f}" if "accuracy" in natural else "not measured"))
+    transfer = report.get("filter_transfer") or {}
+    if transfer.get("off_chance"):
+        side = "more" if transfer["lift"] > 0 else "less"
+        problems.append(
+            f"a classifier trained on the rewrites the release left out finds the released ones {side} like rewrites "
+            f"than natural Compromised claims: AUC {transfer['auc']:.2f} against 0.5 +- {transfer['margin']:.2f}. "
+            "The adversarial filter must keep rewrites whose scores match natural claims', neither the most nor the "
+            "least detectable")
+    return problems
+
+
 def text_problems(report: dict) -> list[str]:
-    """What the pipeline made the text give away (rewriting, selection), which blocks publication unless
-    ``stages.allow_text_shortcut``: the rectified style above chance, or the claim text predicting the label beyond
-    the majority + TEXT_MARGIN, chance + the shuffles' margin (_margin) and what natural claims alone reach at the
-    release's label counts."""
+    """What the pipeline made the claim and its media give away (rewriting, selection), which blocks publication
+    unless ``stages.allow_text_shortcut``: the rectified style off chance either way, the claim text predicting the
+    label beyond the majority + TEXT_MARGIN, chance + the shuffles' margin (_margin) and what natural claims alone
+    reach at the release's label counts, or below chance; and the channels beyond the text (``channel_problems``)."""
     problems = []
     style = report.get("rectified_style") or {}
-    if style.get("above_chance"):
+    if style.get("off_chance"):
         problems.append(
             f"the text tells rewritten claims from natural ones: rectified-style accuracy {style['accuracy']:.2f}"
-            f" against chance {style['null_mean']:.2f} + margin {style['margin']:.2f}. Rewrites need to read like the "
+            f" against chance {style['null_mean']:.2f} + margin {style['margin']:.2f}"
+            + (" (below it: a classifier with its sign flipped tells them)" if style.get("below_chance") else "")
+            + ". Rewrites need to read like the "
             "claims people post: look at the rejected and kept rewrites (rectified_claims), the rewrite prompt and "
             "the writer model. Stage 7 on demand makes as many as the adversarial filter needs to spare while "
             "candidates last (rectify/detectable_share; it warns when they run out): stages.score: all gives it "
@@ -380,17 +592,23 @@ def text_problems(report: dict) -> list[str]:
                 + (f"{natural['accuracy']:.2f} at the same label counts" if "accuracy" in natural else "(not measured)")
                 + ": the rewrites or the selection put the label in the wording. Look at the rectified style above, "
                 "or publish on purpose with stages.allow_text_shortcut: true (the card then says so first)")
-    return problems
+        elif text["accuracy"] < text["null_mean"] - _margin(text["null_std"]):
+            problems.append(
+                f"the claim text predicts the label below chance: claim-only 3-bin accuracy {text['accuracy']:.2f} "
+                f"against chance {text['null_mean']:.2f} - margin {_margin(text['null_std']):.2f}: the selection "
+                "put the labels against the wording's own signal, which a reader can turn round")
+    return problems + channel_problems(report)
 
 
-POOL_NAME = ("every original claim stage 6 scored this quarter (its whole scored pool; rewrites left out, as demand "
-             "and the selection chose them)")
+POOL_NAME = ("every original claim stage 6 scored this quarter (its whole scored pool; rewrites left out of the "
+             "feature and natural-claims figures, as demand and the selection chose them)")
 
 
 def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict:
     """The audit report of one release (``release_rows``) against the quarter's whole scored pool (``pool_rows`` of
-    every original claim stage 6 scored): JSON-serialisable, floats rounded to 4 digits, ``problems`` from
-    ``audit_problems``, ``text_problems`` from ``text_problems``."""
+    every claim stage 6 scored, and of the rewrites stage 7 made: those only train the transfer figure; the other
+    figures compare the originals): JSON-serialisable, floats rounded to 4 digits, ``problems`` from
+    ``audit_problems``, ``text_problems`` from ``text_problems`` (the channels' among them)."""
     from threadpoolctl import threadpool_limits
 
     y = _labels(release)
@@ -398,6 +616,10 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
     report = {"claims": len(release), "labels": dict(zip(LABELS, counts.tolist()))}
     if reason := _too_few(y):
         return {**report, "skipped": reason, "problems": [], "text_problems": []}
+    release, every = [dict(r) for r in release], [dict(r) for r in pool]
+    _resolve_groups(release, every)
+    pool = [r for r in every if r.get("variant") != "rectified"]  # the natural claims: the figures below compare them
+    corpus = pool or [r for r in release if r.get("variant") != "rectified"]  # the fluency model's training claims
     draws = _pool_draws(pool, counts, seed) if pool else []
     pool_skipped = "no pool" if not draws else _too_few(_labels(draws[0]))
     with threadpool_limits(1):  # BLAS threads only fight over the few cores for these small problems
@@ -412,6 +634,8 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
         style_intact = _style(release, seed, "intact")
         natural = _natural_text(pool, counts, seed) if pool else {"skipped": "no pool"}
         fields = _rectified_fields(release, seed)
+        channels = _channels(release, corpus, pool, seed)
+        transfer = _transfer(release, every, corpus)
     top = int(counts.argmax())
     report.update({
         "majority": {"label": LABELS[top], "accuracy": round(counts[top] / len(y), 4)},
@@ -422,7 +646,7 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
                  "draws": len(draws), "skipped": pool_skipped or None},
         "features": features, "text": text, "natural_text": natural, "rectified_style": style,
         "rectified_vs_natural_intact": style_intact,
-        "rectified_fields": fields,
+        "rectified_fields": fields, "channels": channels, "filter_transfer": transfer,
     })
     report["problems"] = audit_problems(report)
     report["text_problems"] = text_problems(report)
@@ -430,16 +654,22 @@ def shortcut_audit(release: list[dict], pool: list[dict], seed: int = 0) -> dict
 
 
 def audit_problems(report: dict) -> list[str]:
-    """What blocks publication: position or ids above chance, or a feature the selection made more predictive
-    than it is in the pool. World, text and rectified-style figures alone never block."""
+    """What blocks publication: position or ids off chance either way (below chance, a reader who turns the lookup
+    round recovers the label), or a feature the selection made more predictive than it is in the pool, or made
+    predict below chance. World, text and rectified-style figures alone never block here (``text_problems``)."""
     problems = []
     for name, f in report.get("features", {}).items():
-        if name in ORDER_FEATURES and "accuracy" in f and f["accuracy"] - f["null_mean"] > f["margin"]:
-            problems.append(f"{name} predicts the label: accuracy {f['accuracy']:.2f} > chance {f['null_mean']:.2f}"
-                            f" + {f['margin']:.2f}")
+        if name in ORDER_FEATURES and "accuracy" in f and abs(f["accuracy"] - f["null_mean"]) > f["margin"]:
+            side = ">" if f["accuracy"] > f["null_mean"] else "<"
+            bound = "+" if side == ">" else "-"
+            problems.append(f"{name} predicts the label: accuracy {f['accuracy']:.2f} {side} chance "
+                            f"{f['null_mean']:.2f} {bound} {f['margin']:.2f}")
         if (s := f.get("selection")) and s["added"]:
             problems.append(f"the selection made {name} more predictive than in the pool: lift {f['lift']:.2f} in the"
                             f" release vs {f['pool']['lift']:.2f} in the pool (margin {s['margin']:.2f})")
+        elif name in POOL_FEATURES and f.get("selection") and f.get("below_chance"):
+            problems.append(f"the selection made {name} predict the label below chance: accuracy {f['accuracy']:.2f}"
+                            f" < chance {f['null_mean']:.2f} - {f['margin']:.2f}")
     return problems
 
 
@@ -452,6 +682,9 @@ def audit_line(report: dict) -> str:
     if "skipped" in report:
         return f"shortcut audit ({report['claims']} claims): skipped, {report['skipped']}"
     figures = [f"{n} {_acc(f)}" for n, f in {**report["features"], "text": report["text"]}.items()]
+    figures += [f"{n} channel {_acc(f)}" for n, f in ((report.get("channels") or {}).get("gating") or {}).items()]
+    if "auc" in (report.get("filter_transfer") or {}):
+        figures.append(f"transfer AUC {report['filter_transfer']['auc']:.2f}")
     style = report["rectified_style"]
     text = [] if report.get("allow_text_shortcut") else report.get("text_problems", [])
     blocking = report["problems"] + text
@@ -466,8 +699,10 @@ def _row_md(name: str, f: dict) -> str:
     """A table row: feature | group | accuracy | macro-F1 | majority | chance (shuffled) | verdict."""
     if "accuracy" not in f:
         return f"| {name} | {f['group']} | - | - | - | - | not measured: {f['skipped']} |"
-    blocks = (name in ORDER_FEATURES and f["above_chance"]) or (f.get("selection") or {}).get("added")
-    verdict = "**blocks**" if blocks else "above chance" if f["above_chance"] else "within noise"
+    blocks = ((name in ORDER_FEATURES and f.get("off_chance")) or (f.get("selection") or {}).get("added")
+              or (name in POOL_FEATURES and f.get("selection") and f.get("below_chance")))
+    verdict = ("**blocks**" if blocks else "above chance" if f["above_chance"] else "below chance"
+               if f.get("below_chance") else "within noise")
     return (f"| {name} | {f['group']} | {f['accuracy']:.3f} | {f['macro_f1']:.3f} | {f['majority_accuracy']:.3f} | "
             f"{f['null_mean']:.3f} ± {f['null_std']:.3f} | {verdict} |")
 
@@ -482,8 +717,10 @@ def audit_markdown(report: dict) -> str:
         f"stratified cross-validation (seed {report['seed']}) over the {report['claims']} claims. A single feature "
         f"predicts each of its values' majority label (numbers in {BINS} quantile bins; media ids over the claims "
         "with media); the text is read by TF-IDF (word 1-2 and char 2-4 grams) + logistic regression. Chance is the "
-        f"mean accuracy of the same procedure on {SHUFFLES} label shuffles; a figure is above chance when it exceeds "
-        f"it by more than max({MARGIN_FLOOR}, {MARGIN_Z} x the shuffles' standard deviation).", "",
+        f"mean accuracy of the same procedure on {SHUFFLES} label shuffles; a figure is above (below) chance when it "
+        f"exceeds it (falls short of it) by more than max({MARGIN_FLOOR}, {MARGIN_Z} x the shuffles' standard "
+        "deviation). Every gate is two-sided: below chance, a reader who turns the classifier round recovers the "
+        "signal.", "",
         "| feature | group | accuracy | macro-F1 | majority | chance (shuffled) | verdict |",
         "|---|---|---|---|---|---|---|",
         *(_row_md(name, f) for name, f in {**report["features"], "text": report["text"]}.items()), "",
@@ -513,7 +750,8 @@ def audit_markdown(report: dict) -> str:
         lines.append(f"Rectified style: among {style['rectified']} rewritten claims and {style['original']} "
                      f"{style.get('against', 'natural claims')}, a text classifier (same cross-validation, TF-IDF + "
                      "logistic regression, balanced classes) "
-                     + ("tells" if style["above_chance"] else "does not reliably tell")
+                     + ("tells" if style["above_chance"] else "tells, with its sign flipped," if
+                        style.get("below_chance") else "does not reliably tell")
                      + f" the rewritten ones from the natural ones: balanced accuracy {style['accuracy']:.2f} vs "
                        f"{style['null_mean']:.2f} (chance).")
         vs = report.get("rectified_vs_natural_intact") or {}
@@ -527,6 +765,7 @@ def audit_markdown(report: dict) -> str:
         lines.append("Other published fields, each alone (balanced accuracy of rewritten vs natural Compromised claims): "
                      + (f"above chance: {', '.join(told)}." if told else
                         f"none of {', '.join(report['rectified_fields'])} tells them apart beyond chance."))
+    lines += _channels_md(report)
     pool = report["pool"]
     lines.append(f"The selection was checked against {pool.get('name', 'its pool')} ({pool['claims']} claims, "
                  f"{pool['draws']} draws of {pool['subsample']} at the release's label counts): it must not make a "
@@ -538,6 +777,42 @@ def audit_markdown(report: dict) -> str:
         lines.append(("Published anyway (stages.allow_text_shortcut): " if report.get("allow_text_shortcut") else
                       "Publication blocked: ") + "; ".join(report["text_problems"]) + ".")
     else:
-        lines.append("The text does not tell rewritten claims from natural ones, nor the label beyond what natural "
-                     "claims give.")
+        lines.append("Neither the text nor the media or fluency tell rewritten claims from natural ones, either way, "
+                     "nor give the label beyond what natural claims give.")
     return "\n".join(lines + [""])
+
+
+def _cell(f: dict | None) -> str:
+    if not f or "accuracy" not in f:
+        return "-"
+    flag = " (above)" if f["above_chance"] else " (below)" if f.get("below_chance") else ""
+    return f"{f['accuracy']:.3f} vs {f['null_mean']:.3f} ± {f['margin']:.3f}{flag}"
+
+
+def _channels_md(report: dict) -> list[str]:
+    """The channels beyond the text: a table of each channel's figures, and the transfer figure in words."""
+    channels = report.get("channels") or {}
+    lines = []
+    if channels:
+        names = [*channels.get("gating", {})] or [*channels.get("label", {})]
+        lines += ["", "Channels beyond the text, each alone and all with the text (combined): "
+                  f"{channels['method']}; fluency: {channels['fluency_model']}. Each cell: the figure vs chance ± "
+                  "the margin; the first and last columns gate, both ways.", "",
+                  "| channel | rewrites vs natural Compromised (balanced acc.) | rewrites vs all natural "
+                  "(balanced acc.) | 3-bin label (accuracy) |", "|---|---|---|---|",
+                  *(f"| {n} | {_cell(channels['gating'].get(n))} | {_cell(channels['vs_natural'].get(n))} | "
+                    f"{_cell(channels['label'].get(n))} |" for n in names), ""]
+        if channels.get("skipped"):
+            lines.append("Not measured: " + "; ".join(f"{n} ({why})" for n, why in channels["skipped"].items()) + ".")
+    transfer = report.get("filter_transfer") or {}
+    if "auc" in transfer:
+        lines.append(f"A classifier trained on the quarter's rewrites the release left out ({transfer['model']}) "
+                     f"scores the {transfer['rectified']} released rewrites against the {transfer['natural']} released "
+                     f"natural Compromised claims at AUC {transfer['auc']:.2f} (chance 0.5 ± "
+                     f"{transfer['margin']:.2f}): "
+                     + ("within noise either way." if not transfer["off_chance"] else
+                        "the released rewrites look more like rewrites." if transfer["above_chance"] else
+                        "the released rewrites look more natural than natural claims: the filter over-corrected."))
+    elif transfer:
+        lines.append(f"The transfer figure was not measured ({transfer['skipped']}).")
+    return lines

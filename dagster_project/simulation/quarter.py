@@ -91,6 +91,7 @@ class QuarterConfig:
     # oEmbed). Drawn from a generator of their own: with 0.0 the feed and the WARC are byte for byte those without walls.
     walled_share: float = 0.0
     youtube_share: float = 0.2  # of the walled X image posts: a YouTube video instead
+    garbled_rewrites: bool = False  # the simulated writer garbles one word of each rewrite (a planted fluency tell)
     rates: dict = field(default_factory=lambda: {
         "bot_wall": 0.02, "not_found": 0.02, "paywall": 0.015, "too_short": 0.015,
         "dead_appearance": 0.03, "duplicate_review": 0.02})
@@ -188,16 +189,17 @@ def fits(claim: str, language: str) -> bool:
             and not verdict_leak(claim, language, positional=False) and '"' not in claim)
 
 
-def planted_rewrites(picked: list[dict], seed: int) -> dict[str, dict]:
+def planted_rewrites(picked: list[dict], seed: int, garbled: bool = False) -> dict[str, dict]:
     """claim key -> the simulated writer's rewrites of that claim ({"rewrites": {style: text}, "swap": [old, new]}),
     each swap taken from the quarter's own claims in that language. A rewrite that would read as another claim of
-    the quarter (never seen on the real records) is the claim's correction text instead."""
+    the quarter (never seen on the real records) is the claim's correction text instead. ``garbled``: the writer
+    garbles one word of each rewrite (rewrites.garble: a planted fluency tell)."""
     unique = {claim_key(r["claim"]): r for r in picked}
     words = vocabulary([(r["claim"], r["language"]) for r in unique.values()],
                        {verdict_phrase(r["rating"]) for r in unique.values()})
     out = {}
     for key, r in unique.items():
-        made = rewrites(r["claim"], r["language"], words, seed)
+        made = rewrites(r["claim"], r["language"], words, seed, garbled)
         for style, text in made["rewrites"].items():
             if claim_key(text) in unique:
                 made["rewrites"][style] = made["rewrites"]["correction"]
@@ -334,7 +336,8 @@ def generate(out_dir: Path, config: QuarterConfig, records: list[dict], picked: 
         raise ValueError(f"label_mix must be real or balanced, not {config.label_mix!r}")
     if picked is None:
         picked = pick_records(records, config, domains)
-    written = planted_rewrites(picked, config.seed)  # from a generator of their own: the feed and WARC stay the same
+    # from a generator of their own: the feed and WARC stay the same
+    written = planted_rewrites(picked, config.seed, config.garbled_rewrites)
     rng = random.Random(config.seed * 7919 + 1)
     walls = random.Random(config.seed * 7919 + 2)  # the walls' own draws (see QuarterConfig.walled_share)
     arch, pictures = _Archive(), Pictures()

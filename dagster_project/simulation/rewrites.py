@@ -237,11 +237,29 @@ def fits(text: str, language: str) -> bool:
             and "\n" not in text and not verdict_leak(MEDIA_REF.sub(" ", text), language))
 
 
-def rewrites(claim: str, language: str, words: dict[str, dict[str, list[str]]], seed: int) -> dict:
+def garble(text: str, rng: random.Random) -> str:
+    """The text with one word garbled (issue 49's planted fluency tell: a writer that mangles a word in each
+    rewrite): the inner letters of its longest lower-case word of five letters or more (a name where it has none;
+    outside the media references), reversed (shuffled where reversing leaves it as it was); the text itself when it
+    has no such word."""
+    found = [m for m in WORD.finditer(text) if len(m.group()) >= 5 and len(set(m.group()[1:-1])) > 1]
+    if not found:
+        return text
+    lower = [m for m in found if m.group() == m.group().lower()] or found
+    m = max(lower, key=lambda m: (len(m.group()), rng.random()))
+    word = m.group()
+    inner = word[-2:0:-1]
+    while inner == word[1:-1]:
+        inner = "".join(rng.sample(word[1:-1], len(word) - 2))
+    return text[:m.start()] + word[0] + inner + word[-1] + text[m.end():]
+
+
+def rewrites(claim: str, language: str, words: dict[str, dict[str, list[str]]], seed: int,
+             garbled: bool = False) -> dict:
     """{"rewrites": {style: text}, "swap": [old, new]} for one claim (``words``: ``vocabulary``'s). A claim with
     nothing to swap (1 of the 3,332 real records) has the correction text for its minimal edit and paraphrase, so
     that no rewrite is the claim itself; a style whose text would not fit the claim limits falls back to the minimal
-    edit (none of the real records')."""
+    edit (none of the real records'). ``garbled``: a writer that garbles one word of each rewrite (``garble``)."""
     lang = script_language(claim, language)
     rng = _rng(seed, "rewrite", claim)
     minimal, swap = minimal_edit(claim, lang, words.get(lang, {}), rng)
@@ -253,6 +271,8 @@ def rewrites(claim: str, language: str, words: dict[str, dict[str, list[str]]], 
     for style, text in out.items():
         if not fits(text, lang):
             out[style] = minimal
+    if garbled:
+        out = {style: garble(text, _rng(seed, "garble", style, claim)) for style, text in out.items()}
     return {"rewrites": out, "swap": swap}
 
 
