@@ -255,8 +255,7 @@ def quarter_store(tmp_path: Path, predicted: dict[str, dict[int, float]]):
 
 
 def test_a_bad_system_file_is_named_and_the_others_ranked(tmp_path):
-    from assets.evaluation.leaderboard import leaderboard, load_systems
-    from dagster_project.stage_settings import LeaderboardSettings
+    from assets.evaluation.leaderboard import load_systems
 
     store, systems = quarter_store(tmp_path, {"good": {1: -1.0, 2: 0.5, 3: 0.0, 4: 0.9}})
     (systems / "broken.yaml").write_text("name: [unclosed\nkind: predictions\n")
@@ -273,12 +272,7 @@ def test_a_bad_system_file_is_named_and_the_others_ranked(tmp_path):
         with pytest.raises(ValueError, match="no system file could be read"):
             load_systems(alone, unreadable)
         assert unreadable[0].startswith(f"{alone / bad}: {says}"), unreadable
-    result = dg.materialize([leaderboard], resources={"store": store,
-                                                      "board": LeaderboardSettings(systems_dir=str(systems))})
-    assert result.success
-    board = json.loads((store.base / "reports/leaderboard/leaderboard.json").read_text())["board"]
-    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("good", 1)]
-    named = result.asset_materializations_for_node("leaderboard")[0].metadata["unreadable_system_files"].value
+    named = good_ranked_alone(store, systems)
     for bad in ("broken.yaml", "latin.yaml", "list.yml"):
         assert str(systems / bad) in named
 
@@ -395,3 +389,17 @@ def test_a_store_on_a_read_only_mount_is_named_as_such_not_sent_to_chmod(tmp_pat
     message = str(caught.value)
     assert "read-only file system" in message and "chmod" not in message and "\n" not in message
     check_data_dir(config, writes=False)  # a read-only command still reads it
+
+
+def good_ranked_alone(store, systems) -> list[str]:
+    """Materialize the leaderboard over ``systems``: the one valid system ("good") is ranked alone; returns the
+    files the board names as unreadable."""
+    from assets.evaluation.leaderboard import leaderboard
+    from dagster_project.stage_settings import LeaderboardSettings
+
+    result = dg.materialize([leaderboard], resources={"store": store,
+                                                      "board": LeaderboardSettings(systems_dir=str(systems))})
+    assert result.success
+    board = json.loads((store.base / "reports/leaderboard/leaderboard.json").read_text())["board"]
+    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("good", 1)]
+    return result.asset_materializations_for_node("leaderboard")[0].metadata["unreadable_system_files"].value

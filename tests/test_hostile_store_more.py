@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import dagster as dg
 import pytest
 
 from dagster_project.config import PROJECT_ROOT
@@ -24,7 +23,7 @@ from tests.test_bad_input_eval import (
     release_claim,
     write_release,
 )
-from tests.test_hostile_store import quarter_store, run_cli, write_system
+from tests.test_hostile_store import good_ranked_alone, quarter_store, run_cli, write_system
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -134,8 +133,7 @@ SCHEMA_FAILURES = {  # file -> fields, and what the line naming it says
 
 
 def test_a_system_file_that_fails_its_schema_is_named_and_the_others_ranked(tmp_path):
-    from assets.evaluation.leaderboard import leaderboard, load_systems
-    from dagster_project.stage_settings import LeaderboardSettings
+    from assets.evaluation.leaderboard import load_systems
 
     store, systems = quarter_store(tmp_path, {"good": {1: -1.0, 2: 0.5, 3: 0.0, 4: 0.9}})
     for name, (fields, _) in SCHEMA_FAILURES.items():
@@ -148,10 +146,5 @@ def test_a_system_file_that_fails_its_schema_is_named_and_the_others_ranked(tmp_
     first = str(systems / "listed.yaml").replace(".", r"\.")
     with pytest.raises(ValueError, match=f"^{first}: field predictions"):
         load_systems(systems)  # without a list to collect them: the first bad file is the error
-    result = dg.materialize([leaderboard], resources={"store": store,
-                                                      "board": LeaderboardSettings(systems_dir=str(systems))})
-    assert result.success
-    board = json.loads((store.base / "reports/leaderboard/leaderboard.json").read_text())["board"]
-    assert [(s["name"], s["rank"]) for s in board["systems"]] == [("good", 1)]
-    named = result.asset_materializations_for_node("leaderboard")[0].metadata["unreadable_system_files"].value
+    named = good_ranked_alone(store, systems)
     assert all(str(systems / name) in named for name in SCHEMA_FAILURES)

@@ -7,8 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-import imageio_ffmpeg
-import numpy as np
 import pytest
 import yaml
 from PIL import Image
@@ -22,6 +20,7 @@ from dagster_project.resources.media import MediaStore
 from dagster_project.resources.store import StoreResource
 from schemas.records import ReleaseClaim, ReleaseIntegrity, ReleaseMedium, ReleaseScore
 from tests.conftest import write_demo_config
+from tests.test_export_dataset import _mp4
 
 QUARTERS = ("2025Q3", "2025Q4")
 # words of the answers: none may appear in the inputs (the claims' texts below are chosen without them)
@@ -34,15 +33,6 @@ def _jpeg(colour) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (8, 6), colour).save(buf, "JPEG")
     return buf.getvalue()
-
-
-def _mp4(path: Path) -> None:
-    writer = imageio_ffmpeg.write_frames(str(path), (32, 32), fps=10, codec="libx264", macro_block_size=8,
-                                         ffmpeg_log_level="error")
-    writer.send(None)
-    for i in range(5):
-        writer.send(np.full((32, 32, 3), 40 * i, np.uint8).tobytes())
-    writer.close()
 
 
 def release(store: StoreResource, media: MediaStore, quarter: str) -> Path:
