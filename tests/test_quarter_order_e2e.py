@@ -84,6 +84,9 @@ def builds(tmp_path_factory):
             path = Path(write_config(folder / name, folder / QUARTERS[0], server, release_size=RELEASE,
                                      parallel_claims=4, cache_path=cache))
             cfg = yaml.safe_load(path.read_text())
+            # the small quarters' pools: with the media-consistency rule (issue 49) a quarter may fall short of
+            # RELEASE; published short on purpose, it is built the same whatever the order, which is what is tested
+            cfg["stages"]["allow_short_release"] = True
             for q in QUARTERS[1:]:
                 cfg["sources"].append({"kind": "datafeed", "path": str(folder / q / "feed.json")})
                 cfg["web"]["warc_paths"].append(str(folder / q / "pages.warc.gz"))
