@@ -11,11 +11,12 @@ import unicodedata
 from typing import Any
 from urllib.parse import urlsplit
 
+from dagster_project.core.config_file import hide_userinfo
+
 _SPACE = re.compile(r"\s")  # the same characters as str.isspace, found in C
 # Cyrillic and Greek letters drawn like Latin ones (lower and upper case): a host label of only these, or one that
 # mixes them with Latin letters, reads as a Latin name that it is not
 _LATIN_LOOKING = set("аеорсухіјѕԁԛԝһӏԌԍвкмнтАВЕКМНОРСТХІЈЅοαινρτυκχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ")
-_USERINFO = re.compile(r"(?i)\b(https?://)[^/?#@\s\"]*@")
 
 
 def _script(char: str) -> str:
@@ -64,7 +65,7 @@ def url_problem(url: Any) -> tuple[str, str]:
 def without_credentials(value: Any) -> Any:
     """A parsed record with ``user:password@`` taken out of every http(s) URL in it, at any depth."""
     if isinstance(value, str):
-        return _USERINFO.sub(r"\1[credentials removed]@", value) if "@" in value else value
+        return hide_userinfo(value, "[credentials removed]")
     if isinstance(value, dict):
         return type(value)((k, without_credentials(v)) for k, v in value.items())
     if isinstance(value, list):

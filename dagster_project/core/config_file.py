@@ -46,6 +46,14 @@ def clip(text: object, limit: int = SHOWN_CHARS) -> str:
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]*@")  # the user:password@ of a URL
 
 
+def hide_userinfo(text: str, mask: str = "") -> str:
+    """``text`` with the ``user:password@`` of every URL in it replaced by ``mask@`` (by nothing when ``mask`` is
+    empty): the one place a credential is taken out of what is shown or stored."""
+    if "@" not in text:
+        return text
+    return _USERINFO.sub(lambda m: m[1] + (f"{mask}@" if mask else ""), text)
+
+
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     """The ``repr`` of a value read from the file, bounded (never the whole of a huge or deeply nested value), with
     the ``user:password@`` of any URL in it left out: a secret put where it does not belong is not echoed."""
@@ -53,7 +61,7 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
         text = _REPR.repr(value)
     except Exception:  # noqa: BLE001 - a value whose repr fails is shown by its type
         text = f"<{type(value).__name__}>"
-    return clip(_USERINFO.sub(r"\1***@", text), limit)
+    return clip(hide_userinfo(text, "***"), limit)
 
 
 class _Refused(yaml.YAMLError):

@@ -9,6 +9,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
+from dagster_project.core.config_file import hide_userinfo
+
 Triple = tuple[dict | None, str, Any]
 
 
@@ -76,14 +78,6 @@ def _urls(value: Any) -> list[str]:
     return out
 
 
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@]*@")
-
-
-def _no_userinfo(url: str) -> str:
-    """A site URL without its ``user:password@``: a credential is never stored."""
-    return _USERINFO.sub(r"\1", url) if "@" in url else url
-
-
 def _required(value: Any) -> Any:
     """A required text field: stripped if it is a string, else kept as is for clean_row to reject by type."""
     return value.strip() if isinstance(value, str) else value
@@ -132,7 +126,7 @@ def claimreview_to_row(item: dict, source: str) -> dict:
         "claim_date": reviewed.get("datePublished"),
         "review_date": get("datePublished"),
         "publisher_name": v.strip() if type(v := author.get("name")) is str else _text(v),
-        "publisher_site": _no_userinfo(v.strip() if type(v := author.get("url")) is str else _text(v)),
+        "publisher_site": hide_userinfo(v.strip() if type(v := author.get("url")) is str else _text(v)),
         "rating_text": v.strip() if type(v := rating.get("alternateName")) is str else _text(v),
         "rating_value": v.strip() if type(v := rating.get("ratingValue")) is str else _text(v),
         "rating_best": v.strip() if type(v := rating.get("bestRating")) is str else _text(v),

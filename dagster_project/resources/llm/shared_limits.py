@@ -13,6 +13,8 @@ import uuid
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from dagster_project.core.config_file import hide_userinfo
+
 # sorted sets of request starts and of token uses ("<id>:<tokens>"), both scored by the server's time in seconds
 _ADMIT = """
 local t = redis.call('TIME')
@@ -80,15 +82,9 @@ def connect(url: str) -> Any:
         client.ping()
     except redis.RedisError as err:
         raise SharedLimitsUnavailable(
-            f"llm.shared_limits_url {_shown(url)}: cannot reach the Redis server ({err}): start it, or remove "
+            f"llm.shared_limits_url {hide_userinfo(url)}: cannot reach the Redis server ({err}): start it, or remove "
             "shared_limits_url to keep the limits per process") from err
     return client
-
-
-def _shown(url: str) -> str:
-    """A Redis URL without its password, for a message."""
-    head, _, rest = url.partition("://")
-    return f"{head}://{rest.rpartition('@')[2]}" if "@" in rest else url
 
 
 class SharedRateLimiter:
