@@ -73,7 +73,8 @@ def publish(store: StoreResource, media: MediaStore, quarter: str, version: str,
                                 integrity=Integrity(score=s, decisive_property="veracity", label=LABEL[s])))
     table = store.write_table("rectified_claims", quarter, to_frame(pool, ScoredClaim))
     staging = store.release_staging(quarter, version)
-    write_release(staging, quarter, claims, [(1, "image", "a.jpg")], media, {"inputs": {"rectified_claims": table}})
+    write_release(staging, quarter, claims, [(1, "image", "a.jpg")], media,
+                  {"version": version, "inputs": {"rectified_claims": table}})
     return store.publish_release(quarter, staging)
 
 
@@ -306,6 +307,46 @@ def test_the_leaderboard_shows_the_audit_of_each_quarters_latest_release(audited
     with pytest.raises(ValueError, match=r"releases/2025Q3/v1\.audit\.json: not a human audit's addendum") as caught:
         collect(copy, load_systems(systems), list(QUARTERS))
     assert "\n" not in str(caught.value)
+
+
+def test_an_audit_published_after_the_board_shows_without_materializing_it_again(audited, tmp_path, capsys):
+    """The board was materialized before 2025Q4's audit was published: `veritas leaderboard` shows it anyway."""
+    config, copy = store_copy(audited, tmp_path / "later")
+    systems = systems_folder(audited, tmp_path / "systems")
+    rel = addendum_rel("2025Q4", "v1")
+    held = copy.get_bytes(rel)
+    (copy.base / rel).unlink()  # not audited yet when the board is materialized
+    assert dg.materialize([leaderboard], resources={"store": copy, "board": LeaderboardSettings(
+        systems_dir=str(systems), bootstrap_resamples=50)}).success
+    capsys.readouterr()
+    assert main(["--config", config, "leaderboard"]) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("human audit")] == [
+        f"human audit 2025Q3 (release v1): {leaderboard_line(audited['addenda']['2025Q3'])}"]
+    copy.put_bytes(rel, held)  # the audit is published
+    assert main(["--config", config, "leaderboard"]) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if line.startswith("human audit")] == [
+        f"human audit {q} (release v1): {leaderboard_line(audited['addenda'][q])}" for q in QUARTERS]
+
+
+def test_evaluate_names_the_release_version_it_scored_and_its_audit(audited, tmp_path, capsys):
+    """`veritas evaluate` names the version of each release it scored, from the store and from an export (whose
+    folders are named after their quarters), and that version's human audit when it is published beside it."""
+    systems = systems_folder(audited, tmp_path / "systems")
+    exported = tmp_path / "export"
+    assert main(["--config", audited["config"], "export", "--quarter", *QUARTERS, "--out", str(exported)]) == 0
+    for release, quarter in ((audited["store"].base / "releases" / "2025Q3", "2025Q3"), (exported, None)):
+        out = tmp_path / f"report-{quarter or 'all'}"
+        capsys.readouterr()
+        assert main(["--config", audited["config"], "evaluate", "--predictions", str(systems / "2025Q3.json"),
+                     "--release", str(release), "--quarter", "2025Q3", "--system", "halver", "--out", str(out)]) == 0
+        printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("release ")]
+        report = json.loads((out / "evaluation.json").read_text())
+        for q in ([quarter] if quarter else QUARTERS):
+            scored = report["releases"][q]
+            assert (scored["version"], scored["human_audit"]) == ("v1", audited["addenda"][q]["summary"])
+            assert scored["content_id"] == audited["addenda"][q]["release"]["content_id"]
+            assert f"release {q}: version v1 (content id {scored['content_id']}); human audit: " \
+                   f"{audited['addenda'][q]['summary']}" in printed
 
 
 def gold_pixels(path: Path) -> int:

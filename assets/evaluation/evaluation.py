@@ -277,6 +277,11 @@ def text_table(full: dict) -> str:
         answered = (report.get("property") or {}).get("integrity", {}).get("mse")
         lines.append(f"integrity {name}: coverage={fmt(report['coverage'])} ({report['predicted']}/{report['claims']} "
                      f"claims) MSE answered={fmt(answered)} MSE missing as 0={fmt(report.get('mse_missing_as_0'))}")
+    for quarter, release in (full.get("releases") or {}).items():  # which release was scored, by its version
+        audit = f"; human audit: {release['human_audit']}" if release.get("human_audit") else ""
+        lines.append(f"release {quarter}: version {release['version']}"
+                     + (f" (content id {release['content_id']})" if release.get("content_id") else " (no manifest)")
+                     + audit)
     lon = full["longitudinal"]
     for side in ("before", "after"):
         m = lon[side]

@@ -508,12 +508,17 @@ def inputs_payload(data: dict) -> dict:
 
 
 def load_inputs(store: StoreResource) -> dict:
-    """The latest leaderboard's inputs: the per-claim rows (Parquet) and the registry, counts and contamination (JSON)."""
+    """The latest leaderboard's inputs: the per-claim rows (Parquet) and the registry, counts and contamination (JSON).
+    The human audits are read again from the store, of the release versions the board scored: an audit published
+    after the board was materialized shows without materializing it again (the scores it ranks are unchanged)."""
     if not store.has_table(PAIRS_TABLE, SCOPE):
         raise FileNotFoundError(f"no leaderboard in {store.location}: materialize it first "
                                 "(`veritas leaderboard --materialize`)")
     payload = json.loads(store.get_bytes(f"{REPORT_DIR}/leaderboard.json"))
-    return {**payload["inputs"], "rows": store.read_table(PAIRS_TABLE, SCOPE).to_dicts()}
+    inputs = payload["inputs"]
+    audits = {q: found for q, version in (inputs.get("release_versions") or {}).items()
+              if (found := audit_of_release(store, q, version)) is not None}
+    return {**inputs, "audit": audits, "rows": store.read_table(PAIRS_TABLE, SCOPE).to_dicts()}
 
 
 def text_ranking(board: dict) -> str:

@@ -69,6 +69,31 @@ def find_releases(folder: Path) -> dict[str, Path]:
 QUARTER = re.compile(r"^[0-9]{4}Q[1-4]$")
 
 
+def release_identity(folder: Path) -> dict:
+    """Which release a report scored: its version (the manifest's; a copy made by ``veritas export`` is named after
+    its quarter, not its version), its content id, its folder, and the summary of its human audit when the audit's
+    addendum lies beside it (``<folder>.audit.json``, as the store and ``veritas export`` place it) and is of this
+    version. A folder without a manifest is named by its folder and marked so."""
+    from assets.audit.card import ADDENDUM_SUFFIX
+    from assets.release.recurring import release_content_id
+
+    folder = Path(folder)
+    manifest_path = folder / "manifest.json"
+    manifest = read_json(manifest_path, 16 * MiB, "a release's manifest.json") if manifest_path.is_file() else None
+    if not isinstance(manifest, dict):
+        return {"version": folder.name, "content_id": "", "folder": str(folder), "manifest": False}
+    version = str(manifest.get("version") or folder.name)
+    identity = {"version": version, "content_id": release_content_id(folder), "folder": str(folder)}
+    addendum_path = folder.parent / f"{folder.name}{ADDENDUM_SUFFIX}"
+    try:
+        addendum = read_json(addendum_path, 16 * MiB, "a human audit's addendum") if addendum_path.is_file() else None
+    except ValueError:  # a damaged addendum never stops an evaluation: the report only leaves the audit out
+        addendum = None
+    if isinstance(addendum, dict) and (addendum.get("release") or {}).get("version") == version:
+        identity["human_audit"] = addendum.get("summary", "")
+    return identity
+
+
 MAX_PREDICTION_BYTES = 64 * MiB  # a 1,000-claim quarter with justifications is a few MB; parsing costs ~40x the bytes
 
 
