@@ -21,7 +21,7 @@ from assets.selection.channels import (
     media_texts,
     merge_groups,
 )
-from assets.selection.shortcut_audit import audit_markdown, pool_rows, release_rows, shortcut_audit
+from assets.selection.shortcut_audit import _channels_md, audit_markdown, pool_rows, release_rows, shortcut_audit
 from dagster_project.simulation.rewrites import garble, rewrites, vocabulary
 from tests.test_adversarial import REAL
 from tests.test_release import ORDER_KEY, claim
@@ -139,3 +139,17 @@ def test_the_media_text_is_read_back_from_stage_5s_ocr_cache(tmp_path):
     missing = MediaTexts(lambda data: "", lambda path: (_ for _ in ()).throw(FileNotFoundError(path)))
     assert missing([Medium()]) is None and missing.unread == 1
     assert media_texts(str(tmp_path / "llm_cache.sqlite"), None)([Medium()]) is None  # no store: unread
+
+
+def test_the_card_names_what_natural_claims_alone_give_a_channel_above_chance_on_the_label():
+    """A 3-bin figure above chance passes only up to what natural claims alone give the same channel: the card's
+    cell says so, next to the figure."""
+    def figure(accuracy):
+        return {"accuracy": accuracy, "null_mean": 0.487, "margin": 0.028, "above_chance": accuracy > 0.515,
+                "below_chance": False}
+
+    channels = {"method": "bins + lr", "fluency_model": "5-gram", "gating": {"media_text": figure(0.51)},
+                "vs_natural": {"media_text": figure(0.52)}, "label": {"media_text": figure(0.519)},
+                "natural_label": {"media_text": {"accuracy": 0.524}}}
+    row = next(line for line in _channels_md({"channels": channels}) if line.startswith("| media_text |"))
+    assert row.endswith("| 0.519 vs 0.487 ± 0.028 (above); natural claims alone 0.524 |"), row

@@ -782,11 +782,14 @@ def audit_markdown(report: dict) -> str:
     return "\n".join(lines + [""])
 
 
-def _cell(f: dict | None) -> str:
+def _cell(f: dict | None, natural: dict | None = None) -> str:
+    """A figure vs chance ± its margin; a 3-bin figure above chance names what natural claims alone give the same
+    channel at the release's label counts (``natural``), the ceiling it is held to."""
     if not f or "accuracy" not in f:
         return "-"
     flag = " (above)" if f["above_chance"] else " (below)" if f.get("below_chance") else ""
-    return f"{f['accuracy']:.3f} vs {f['null_mean']:.3f} ± {f['margin']:.3f}{flag}"
+    world = f"; natural claims alone {natural['accuracy']:.3f}" if natural and "accuracy" in natural else ""
+    return f"{f['accuracy']:.3f} vs {f['null_mean']:.3f} ± {f['margin']:.3f}{flag}{world}"
 
 
 def _channels_md(report: dict) -> list[str]:
@@ -801,7 +804,7 @@ def _channels_md(report: dict) -> list[str]:
                   "| channel | rewrites vs natural Compromised (balanced acc.) | rewrites vs all natural "
                   "(balanced acc.) | 3-bin label (accuracy) |", "|---|---|---|---|",
                   *(f"| {n} | {_cell(channels['gating'].get(n))} | {_cell(channels['vs_natural'].get(n))} | "
-                    f"{_cell(channels['label'].get(n))} |" for n in names), ""]
+                    f"{_cell(channels['label'].get(n), (channels.get('natural_label') or {}).get(n))} |" for n in names), ""]
         if channels.get("skipped"):
             lines.append("Not measured: " + "; ".join(f"{n} ({why})" for n, why in channels["skipped"].items()) + ".")
     transfer = report.get("filter_transfer") or {}
