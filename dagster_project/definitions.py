@@ -11,6 +11,7 @@ os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 import dagster as dg  # noqa: E402
 
 from assets.audit.asset import AUDIT_ASSETS  # noqa: E402
+from assets.audit.sensor import audit_job, audit_sensor  # noqa: E402
 from assets.claims.normalized_claims import normalized_claims  # noqa: E402
 from assets.claims.rectified_claims import rectified_claims  # noqa: E402
 from assets.claims.scored_claims import scored_claims  # noqa: E402
@@ -93,9 +94,10 @@ def build_definitions(config_path: str | None = None) -> dg.Definitions:
                                 tags=retry_tags),
             dg.define_asset_job("evaluate_release", selection=dg.AssetSelection.assets(*JOB_ASSETS), tags=retry_tags),
             all_stages,
+            audit_job,
         ],
         schedules=[quarterly_schedule(config, all_stages)],
-        sensors=alert_sensors(alerts),
+        sensors=[*alert_sensors(alerts), audit_sensor(resources["audit"], config["data_dir"])],
         executor=executor_from_config(config.get("executor")),
     )
 

@@ -263,6 +263,9 @@ class AuditSettings(dg.ConfigurableResource):
     # a Label Studio server for `veritas audit push` / `pull` (empty: only the offline files)
     label_studio_url: str = ""
     label_studio_token_env: str = "LABEL_STUDIO_API_KEY"  # the NAME of the variable that holds its access token
+    # how often audit_sensor reads the server's exports and looks for quarters whose answers are complete (it runs
+    # by default when label_studio_url is set)
+    audit_sensor_interval_s: int = Field(600, ge=30)
 
 
 # the resource key each stage asset names its settings by -> the model; every key of ``stages:`` is a field of one
