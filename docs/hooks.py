@@ -15,9 +15,10 @@ A page asks for a generated block with an HTML comment on a line of its own:
   and enforces them: each floor's packages, modules and lines, and the floors its imports reach.
 
 The screenshots in ``docs/img/`` are committed copies of what the tests render with headless Chromium
-(``SCREENSHOTS`` below: the asset graph, the yields dashboard, the leaderboard page). When a test run left fresh
-ones in ``build/test-artifacts/`` (or ``$VERITAS_TEST_ARTIFACTS``), ``on_post_build`` copies them over the site's
-copies, so a site built after ``make test`` (as CI does) shows what the tests just rendered.
+(``SCREENSHOTS`` below: the asset graph, the yields dashboard, the leaderboard page, the audit's labelling page in
+Label Studio). When a test run left fresh ones in ``build/test-artifacts/`` (or ``$VERITAS_TEST_ARTIFACTS``),
+``on_post_build`` copies them over the site's copies, so a site built after ``make test`` (as CI does) shows what the
+tests just rendered.
 
 ``python docs/hooks.py cli|config`` prints a block without mkdocs; ``python docs/hooks.py screenshots`` refreshes
 the committed copies in ``docs/img/`` from the artifacts.
@@ -455,6 +456,8 @@ SCREENSHOTS = {
     "img/dashboard.png": ("dashboard/yields.png", "tests/test_dashboard.py::test_chromium_renders_the_page"),
     "img/leaderboard.png": ("leaderboard/leaderboard.png",
                             "tests/test_leaderboard.py::test_chromium_renders_and_rewindows_the_page"),
+    "img/audit-labelling.png": ("audit-labelling/labelling.png", ("tests/test_audit_label_studio.py::"
+                                "test_chromium_shows_the_labelling_page_of_a_claim_with_its_image")),
 }
 PNG = b"\x89PNG\r\n\x1a\n"
 

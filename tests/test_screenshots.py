@@ -3,9 +3,10 @@
 Here: the Dagster asset graph. ``dg dev`` serves the project as ``make dev`` does (``[tool.dg]`` in pyproject.toml;
 issue 47) on 127.0.0.1 on a free port, with a fresh ``DAGSTER_HOME`` (telemetry off) and the demo config with its data
 folder in a temporary folder; headless Chromium takes a screenshot of the global asset lineage page
-into ``build/test-artifacts/asset-graph/`` (or ``$VERITAS_TEST_ARTIFACTS``). The yields dashboard and the
-leaderboard page are taken by tests/test_dashboard.py and tests/test_leaderboard.py. ``docs/hooks.py`` copies all
-three over the site's copies of ``docs/img/`` when it builds after a test run.
+into ``build/test-artifacts/asset-graph/`` (or ``$VERITAS_TEST_ARTIFACTS``). The yields dashboard, the
+leaderboard page and the audit's labelling page are taken by tests/test_dashboard.py, tests/test_leaderboard.py and
+tests/test_audit_label_studio.py. ``docs/hooks.py`` copies them over the site's copies of ``docs/img/`` when it
+builds after a test run.
 """
 
 import json
@@ -166,7 +167,7 @@ def test_the_docs_hook_puts_fresh_screenshots_over_the_sites_copies(tmp_path):
     for target in hooks.SCREENSHOTS:
         assert (PROJECT_ROOT / "docs" / target).is_file(), target
     pages = {p: p.read_text() for p in (PROJECT_ROOT / "docs").rglob("*.md")}
-    for name in ("asset-graph.png", "dashboard.png", "leaderboard.png"):
+    for name in ("asset-graph.png", "dashboard.png", "leaderboard.png", "audit-labelling.png"):
         shown = [p for p, text in pages.items() if f"img/{name})" in text]
         assert shown, f"no page shows img/{name}"
     assert not (PROJECT_ROOT / "docs" / "leaderboard.png").exists()
