@@ -45,6 +45,17 @@ def test_the_rule_asks_a_rewrite_to_keep_the_words_its_media_show():
     assert not consistent_with_media([SHOWN], FALSE, "<image:0> At the big protest march: crowd in Hong Kong yesterday")
 
 
+def test_the_writer_is_shown_the_media_text_it_must_keep():
+    user = render("rectify_claim", claim=FALSE, evidence="", decisive_property="veracity", justification="",
+                  max_words=60, max_sentences=3, media_text=SHOWN, media=[], language="en",
+                  claim_date="")[-1]["content"]
+    assert f'Text printed in the claim\'s media (read by OCR; it may miss spaces or letters): "{SHOWN}"' in user
+    assert "keep these words as they are and where they are" in user
+    assert "Text printed" not in render("rectify_claim", claim=FALSE, evidence="", decisive_property="veracity",
+                                        justification="", max_words=60, max_sentences=3, media=[],
+                                        language="en", claim_date="")[-1]["content"]
+
+
 def test_the_checker_is_shown_the_media_text():
     user = render("check_rectified", original=FALSE, claim=KEEPS, evidence="", media_text=SHOWN)[-1]["content"]
     assert f'Text printed in the claim\'s media (read by OCR; it may miss spaces or letters): "{SHOWN}"' in user
@@ -52,16 +63,19 @@ def test_the_checker_is_shown_the_media_text():
 
 
 CHECKED: list = []
+WRITTEN: list = []
 
 
 def writer_and_raters(mode: str, body: dict):
-    """'consistent' writes CHANGES until told what the picture shows, then KEEPS; 'stubborn' always CHANGES; the
-    checker agrees (its prompts are kept); the raters hold the original out of context and a rewrite true."""
+    """'consistent' writes CHANGES until the critique says what the picture shows, then KEEPS; 'reads' keeps the
+    words its prompt shows from the first round; 'stubborn' always CHANGES; the checker agrees (its prompts are
+    kept); the raters hold the original out of context and a rewrite true."""
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
     user = user if isinstance(user, str) else "\n".join(p.get("text", "") for p in user if p.get("type") == "text")
     if "You turn a compromised claim" in system:
-        told = "claim's own media show" in user
-        return 200, json.dumps({"claim": KEEPS if told and mode == "consistent" else CHANGES})
+        WRITTEN.append(user)
+        told = "claim's own media show" in user if mode == "consistent" else f'"{SHOWN}"' in user
+        return 200, json.dumps({"claim": KEEPS if told and mode != "stubborn" else CHANGES})
     if "You check a rewritten claim" in system:
         CHECKED.append(user)
         return 200, json.dumps({"consistent": "yes", "shareable": "yes", "critique": ""})
@@ -102,6 +116,16 @@ def test_stage_7_refuses_a_rewrite_that_changes_the_pictures_words_and_takes_one
     assert stats.extra["rectify/media_carry/image"] == 1 and stats.extra["rectify/media_refused/image"] == 1
     assert "rectify/media_excluded/image" not in stats.extra and stats.extra["rectify/media_text_unread"] == 0
     assert len(CHECKED) == 1 and SHOWN in CHECKED[0]  # the rule refused before the checker; then it saw the text
+
+
+def test_a_writer_told_the_pictures_words_keeps_them_in_its_first_round(stub, tmp_path):
+    llm = resource(stub, tmp_path, ("reads", "agree", "agree"))
+    original, store = picture_claim(tmp_path, llm)
+    WRITTEN.clear()
+    out, stats = rectify_all([original], {"r1": ARTICLE}, llm, **EVERY, media_store=store, key=ORDER_KEY)
+    assert len(out) == 2 and out[1].text == KEEPS and out[1].rewrite_rounds == 1, stats.extra
+    assert "refine/refused/media_inconsistent" not in stats.extra and stats.extra["rectify/media_carry/image"] == 1
+    assert len(WRITTEN) == 1 and f'"{SHOWN}"' in WRITTEN[0]
 
 
 def test_a_claim_whose_rewrites_all_change_the_pictures_words_is_not_rectified_and_counted(stub, tmp_path):
@@ -163,3 +187,34 @@ def test_rewrites_beside_pictures_of_the_original_words_fail_the_gate_until_the_
     after = audit(kept)
     assert not after["channels"]["gating"]["media_text"]["off_chance"], after["channels"]["gating"]["media_text"]
     assert after["text_problems"] == [], after["text_problems"]
+
+
+# ------------------------------------------------------------------ the halves' media carry their words alike
+def test_the_compromised_half_takes_as_many_claims_whose_media_carry_their_words_as_the_intact_half_has():
+    """Stage 7 cannot rewrite every claim whose picture shows its words, so its rewrites carry their words less often
+    than natural claims: the Compromised half's media claims are drawn per stratum to the Intact half's share, each
+    stratum from the front of the secret rank (no claim is taken for its variant)."""
+    from assets.selection.release_selection import select_release, selection_rank
+    from tests.test_release import _many
+
+    compromised = _many("c", 200, -1.0, with_media=200)
+    intact = _many("i", 120, 1.0, with_media=120)
+    carry = {c.claim_id for c in compromised[:120]} | {c.claim_id for c in intact[:48]}  # 60% and 40%
+    inside = lambda c: c.claim_id in carry  # noqa: E731
+
+    def share(chosen, label):
+        media = [c for c in chosen if c.integrity.label == label and c.media]
+        return sum(map(inside, media)) / len(media)
+
+    args = dict(size=240, media_share=1.0, similarity=92, dedupe=False, key=ORDER_KEY)  # every Intact claim
+    plain, _ = select_release(compromised + intact, **args)
+    assert share(plain, "compromised") > 0.5 and share(plain, "intact") == 0.4
+    chosen, report = select_release(compromised + intact, **args, stratum=(inside, 0.4))
+    assert share(chosen, "compromised") == 0.4 and len(chosen) == 240
+    assert report["stratum_share_of_media"] == {"compromised": 0.4, "intact": 0.4}
+    rank = selection_rank(ORDER_KEY)
+    taken = [c for c in chosen if c.integrity.label == "compromised"]
+    for side in (True, False):  # each stratum's claims are the first of the secret rank
+        ids = sorted((c for c in compromised if inside(c) == side), key=rank)
+        assert {c.claim_id for c in taken if inside(c) == side} == {c.claim_id for c in ids[:sum(
+            inside(c) == side for c in taken)]}

@@ -52,24 +52,26 @@ def test_every_stage_ran_and_the_funnel_matches_the_planted_failures(rehearsal):
     # as written, no claim (issues 34 and 48: the report forms of every language, ordinary media claims no more)
     assert funnel["normalized_claims"] == (257, 249, {"reports_a_claim": 8})
     assert funnel["scored_claims"] == (249, 226, {"rater_disagreement": 23})  # the panel's noise, filtered
-    # 84 of the 136 Compromised claims gain their Intact rewrite: the rules refuse the simulated writer's negation
+    # 88 of the 136 Compromised claims gain their Intact rewrite: the rules refuse the simulated writer's negation
     # template (tests/simulated.py's REWRITE_STYLES; as adds_negation, or as reports_a_claim where the claim is a
-    # report form the writer kept) and the critique brings another style on the next round (21 saved by the loop);
-    # 34 whose pictures carry the claim's own words keep no rewrite that stays consistent with them (issue 49);
-    # 16 rewrites fail their re-score on the raters' disagreement, one stays hedged, one adds a negation
-    assert funnel["rectified_claims"] == (226, 310, {})
+    # report form the writer kept) and the critique brings another style on the next round (13 saved by the loop);
+    # the writer is told the words a claim's pictures show (issue 49) and keeps them where one of its rewrites can,
+    # and 30 of the 79 whose pictures carry the claim's own words keep no rewrite that stays consistent with them;
+    # 17 rewrites fail their re-score on the raters' disagreement, one stays hedged
+    assert funnel["rectified_claims"] == (226, 314, {})
     extras = stages["rectified_claims"]["extras"]
     styles = rehearsal["first"]["rewrite_styles"]
     assert extras["rectify/attempted"] == extras["compromised"] == 136
-    assert extras["refine/saved"] == 21
-    assert extras["refine/refused/adds_negation"] + extras["refine/refused/reports_a_claim"] == styles["negation"] - 1
+    assert extras["refine/saved"] == 13
+    assert extras["refine/refused/adds_negation"] + extras["refine/refused/reports_a_claim"] == styles["negation"]
     assert sum(styles.values()) == 136 + sum(rehearsal["first"]["refine_rewrite_styles"].values())
     assert {k: v for k, v in extras.items() if k.startswith("not_rectified/")} == {
-        "not_rectified/adds_hedge": 1, "not_rectified/adds_negation": 1, "not_rectified/media_inconsistent": 34,
-        "not_rectified/rescore_rater_disagreement": 16}
-    assert styles["negation"] == 29 and styles["minimal"] > styles["negation"]
+        "not_rectified/adds_hedge": 1, "not_rectified/media_inconsistent": 30,
+        "not_rectified/rescore_rater_disagreement": 17}
+    assert (extras["rectify/media_carry/image"], extras["rectify/media_excluded/image"]) == (79, 30)
+    assert styles["negation"] == 22 and styles["minimal"] > styles["negation"]
     assert extras["edit_ratio/median"] < 0.1 and extras["edit_ratio/p90"] <= 0.25
-    assert funnel["release"] == (310, RELEASE, {"near_duplicate": 5, "not_selected": 205})
+    assert funnel["release"] == (314, RELEASE, {"near_duplicate": 5, "not_selected": 209})
     assert funnel["predictions"] == funnel["evaluation"] == (RELEASE, RELEASE, {})
 
 
@@ -82,7 +84,7 @@ def test_the_release_is_balanced_and_agrees_with_the_planted_truth(rehearsal):
     # Intact = Compromised; media claims at most 80%; never both variants of one claim; the planted truth recovered
     assert result == {"claims": RELEASE, "intact": 43, "compromised": 43, "unknown": 14, "media_share": 0.8,
                       "rectified": 10, "both_variants": 0, "accuracy_3bin": 1.0, "accuracy_category": 1.0,
-                      "mse": 0.0113}, result
+                      "mse": 0.0112}, result
 
 
 def test_the_panel_was_asked_every_prompt_and_knew_every_claim(rehearsal):

@@ -148,6 +148,7 @@ def rectify(
     trace = {"rounds": 0, "refusals": [], "refine_calls": 0, "refine_cost_usd": 0.0, "media_kind": media_kind(claim),
              "media_carry": bool(media_text) and carries_wording(media_text, claim.text), "writer_calls": 0}
     shown = shown_words(media_text, claim.text, 200) if media_text else ""  # what the checker is shown
+    told = shown if trace["media_carry"] else ""  # and the writer, where the rule asks the rewrite to keep it
     previous = critique = reason = ""
     text = ""
     for round_ in range(refinements(rectifying) + 1):
@@ -156,7 +157,7 @@ def rectify(
             llm, member, "rectify_claim", ClaimTextAnswer, claim=claim.text, evidence=evidence.get(member, ""),
             decisive_property=claim.integrity.decisive_property, justification=verdict.justification if verdict else "",
             max_words=claim_rules.max_words, max_sentences=claim_rules.max_sentences, previous=previous,
-            critique=critique, round=round_, **common,
+            critique=critique, round=round_, media_text=told, **common,
         )
         calls = [answer]
         trace["writer_calls"] += 1

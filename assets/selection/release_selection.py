@@ -136,9 +136,18 @@ def plan_sizes(size: int, n_pairs: int, n_unknown_natural: int, unknown_availabl
     return 0, 0, [0, 0, 0]
 
 
+def _stratified_media(c_media: list[ScoredClaim], n_media: int, inside_count: int, stratum) -> list[ScoredClaim]:
+    """``n_media`` of the media Compromised claims of which ``inside_count`` are in ``stratum`` (as near as the pool
+    allows), each stratum taken from the front of the secret rank: no claim is taken for its variant."""
+    inside = [c for c in c_media if stratum(c)]
+    outside = [c for c in c_media if not stratum(c)]
+    b = min(n_media - min(inside_count, len(inside)), len(outside))
+    return inside[: n_media - b] + outside[:b]
+
+
 def select_release(
     claims: list[ScoredClaim], size: int, media_share: float, similarity: float, phash_max_distance: int = -1,
-    dedupe: bool = True, *, key: bytes, order: dict[str, float] | None = None,
+    dedupe: bool = True, *, key: bytes, order: dict[str, float] | None = None, stratum=None,
 ) -> tuple[list[ScoredClaim], dict]:
     """Intact and Compromised exactly balanced, Unknown at the originals' share, never an original with its variant;
     exactly ``size`` claims when the pool allows it, and never more than media_share of them with media.
@@ -149,7 +158,16 @@ def select_release(
     base rate). The Intact half is the natural Intact claims, then the variants of the Compromised claims left in
     ``order`` (rectified claim id -> its place, the adversarial filter's: every prefix matches the natural claims'
     scores, neither the least nor the most detectable first; see assets/selection/adversarial.py), else in the
-    secret rank. ``dedupe`` off: the claims are free of near-duplicates already."""
+    secret rank. ``dedupe`` off: the claims are free of near-duplicates already.
+
+    ``stratum``: (claim -> bool, share): the Compromised half's media claims are drawn per stratum, each from the front
+    of the secret rank, so that ``share`` of them are in it, or as near as leaves the Intact half whole (it keeps the
+    variants of the claims the Compromised half leaves). The release passes "its media carry its own wording"
+    (``channels.carries_wording``) and the share of the Intact half's media claims: stage 7 cannot rewrite every claim
+    whose media show its words (a rewrite must keep them), so its rewrites carry their words less often than natural
+    claims do (on the default rehearsal 46% against 53% of the Compromised half: that told rewrites from natural
+    Compromised claims at balanced accuracy 0.56 against 0.50 +- 0.05).
+    """
     rank = selection_rank(key)
     if dedupe:
         pool, duplicates = remove_near_duplicates(sorted(claims, key=rank), similarity, phash_max_distance)
@@ -216,6 +234,28 @@ def select_release(
     n, n_unknown, quotas = plan_sizes(size, n_pairs, n_unknown_natural, len(unknown), fits)
     chosen_compromised = compromised_half(n, quotas[0])
     chosen_intact = _pick(intact_for(chosen_compromised), n, quotas[1])
+    strata = None
+    if stratum is not None and quotas[0] and quotas[1]:
+        inside, share = stratum
+
+        def draw(count: int) -> tuple[list, list] | None:
+            """The halves with ``count`` Compromised media claims in the stratum; None where the Intact half falls
+            short of its claims or its media quota."""
+            media = _stratified_media(c_media, quotas[0], count, inside)
+            half = media + c_text[: n - len(media)]
+            intact = _pick(intact_for(half), n, quotas[1])
+            ok = len(half) == n and len(intact) == n and sum(bool(c.media) for c in intact) >= quotas[1]
+            return (half, intact) if ok else None
+
+        have = sum(map(inside, (c for c in chosen_compromised if c.media)))
+        want = round(quotas[0] * share)
+        step = 1 if want > have else -1
+        for count in range(want, have, -step):  # the nearest count to the share that leaves the Intact half whole
+            if (found := draw(count)) is not None:
+                chosen_compromised, chosen_intact = found
+                break
+        strata = {half: round(sum(map(inside, m)) / len(m), 4) if (m := [c for c in cs if c.media]) else None
+                  for half, cs in (("compromised", chosen_compromised), ("intact", chosen_intact))}
     chosen = chosen_compromised + chosen_intact + _pick(unknown, n_unknown, quotas[2])
     report = {
         "near_duplicates": duplicates,
@@ -229,6 +269,7 @@ def select_release(
         "feasible_size": 2 * n + n_unknown,
         "balanced_capacity": 2 * n_pairs + n_unknown_natural,
         "media_claims": sum(bool(c.media) for c in chosen),
+        **({"stratum_share_of_media": strata} if strata else {}),
     }
     return chosen, report
 
@@ -263,6 +304,20 @@ def filter_seed(key: bytes) -> int:
     return int(keyed(key, "adversarial filter")[:8], 16)
 
 
+def carrying(media_text):
+    """claim -> do its media carry its own wording (``channels.carries_wording`` of what ``media_text`` reads),
+    worked out once per claim."""
+    from assets.selection.channels import carries_wording
+
+    seen: dict[str, bool] = {}
+
+    def stratum(claim: ScoredClaim) -> bool:
+        if claim.claim_id not in seen:
+            seen[claim.claim_id] = bool(claim.media) and carries_wording(media_text(claim.media), claim.text)
+        return seen[claim.claim_id]
+    return stratum
+
+
 def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings, claim_rules: ClaimRules,
                         key: bytes, media_text=None) -> tuple[list, dict, dict]:
     """``select_release`` after adversarial filtering: the rewrites are kept so that a classifier's scores of them
@@ -287,9 +342,10 @@ def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings,
 
     comeback = sorted(left_out, key=lambda i: (order[i], i))  # in the matched order: the next ones first
 
-    def select(back: int) -> tuple[list, dict]:
+    def select(back: int, stratum=None) -> tuple[list, dict]:
         out = set(comeback[back:])
-        return select_release([c for c in pool if c.claim_id not in out], *args, key=key, order=order)
+        return select_release([c for c in pool if c.claim_id not in out], *args, key=key, order=order,
+                              stratum=stratum)
 
     # where what it kept cannot fill the selection's quotas (near-duplicates and the media quotas take some), the
     # next ones it left out come back, as few as bring the size back
@@ -304,4 +360,12 @@ def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings,
             else:
                 restored = mid + 1
         chosen, report = select(restored)
+    if media_text is not None:  # then the Compromised half's media carry their words as often as the Intact half's
+        inside = carrying(media_text)
+        intact = [c for c in chosen if c.media and c.integrity.label == "intact"]
+        if intact:
+            share = sum(map(inside, intact)) / len(intact)
+            stratified, again = select(restored, (inside, share))
+            if again["feasible_size"] >= report["feasible_size"]:
+                chosen, report = stratified, again
     return chosen, report, {**adversarial, "needed": needed, "restored": restored}

@@ -109,6 +109,8 @@ ORIGINAL = re.compile(r'Original claim: "(.*?)"\n', re.DOTALL)
 # a refine round of rectify_claim: the refused rewrite and the checker's critique come back to the writer
 PREVIOUS_REWRITE = re.compile(r'^Previous rewrite \(round (\d+)\): "', re.MULTILINE)
 REFUSED = re.compile(r"^Why it was refused:", re.MULTILINE)
+# the words the claim's media show, where the writer is told to keep them (prompts/rectify_claim.j2)
+MEDIA_TEXT = re.compile(r"^Text printed in the claim's media \(read by OCR[^)]*\): \"(.*)\"$", re.MULTILINE)
 CRITIQUE = {"shareable": "reads as a correction notice, not as a post: state the true detail in the claim's own words",
             "consistent": "states what the fact-check does not show: keep to the article's facts and the claim's media"}
 SOURCE_URL = re.compile(r"URL: (\S+)")
@@ -238,8 +240,25 @@ class Panel:
         texts = rewrite_texts(truth)
         if style not in texts:  # a truth table of one style (written before the styles)
             style = next(iter(texts))
+        if shown := MEDIA_TEXT.search(user):  # told the words its media show: kept with refine_uptake, when it can
+            style = self.keeping(truth, texts, style, shown.group(1), round_)
         self._made.style = (style, round_)
         return {"claim": texts[style]}
+
+    def keeping(self, truth: dict, texts: dict[str, str], style: str, shown: str, round_: int) -> str:
+        """The style a writer told what the claim's media show answers in: with refine_uptake, one of its styles
+        (by their shares) that keeps those words, when ``style`` does not and one does; else ``style``."""
+        from assets.selection.channels import consistent_with_media
+
+        def keeps(s: str) -> bool:
+            return consistent_with_media([shown], truth["claim"], texts[s])
+
+        rng = _rng(self.config.seed, "media-uptake", truth["claim"], round_)
+        if keeps(style) or rng.random() >= self.config.refine_uptake:
+            return style
+        shares = self.config.rewrite_styles
+        kept = [s for s in STYLES if s in texts and s not in TEMPLATES and shares.get(s, 0.0) > 0 and keeps(s)]
+        return rng.choices(kept, [shares[s] for s in kept])[0] if kept else style
 
     def check(self, user: str) -> dict:
         """consistent when the rewrite is one of the claim's own rewrites; not shareable when it is the negation
