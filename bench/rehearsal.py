@@ -94,20 +94,26 @@ def process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+LEDGER_FROM = {"rowid": 0}  # with --seed-cache, the copied ledger's last row: only the rows after it are this run's
+
+
 def ledger(cache: Path, stage: str) -> dict:
+    """This run's ledger rows of a stage: calls, model calls (cache hits apart), tokens, cost. A seeded cache's ledger
+    holds the earlier run's rows too, which are not counted (they doubled stage 7's calls once: 20,311 for 9,000)."""
     if not cache.exists():
         return {"calls": 0, "model_calls": 0, "tokens": 0, "cost": 0.0}
     with sqlite3.connect(cache) as db:
         row = db.execute("SELECT COUNT(*), COALESCE(SUM(cache_hit=0),0), COALESCE(SUM(prompt_tokens+completion_tokens),0),"
-                         " COALESCE(SUM(cost_usd),0) FROM llm_ledger WHERE stage=?", (stage,)).fetchone()
+                         " COALESCE(SUM(cost_usd),0) FROM llm_ledger WHERE stage=? AND rowid>?",
+                         (stage, LEDGER_FROM["rowid"])).fetchone()
     return {"calls": row[0], "model_calls": row[1], "tokens": row[2], "cost": row[3]}
 
 
 def member_calls(cache: Path, stage: str) -> dict[str, int]:
-    """The calls each member answered for a stage (cache hits apart)."""
+    """The calls each member answered for a stage in this run (cache hits apart)."""
     with sqlite3.connect(cache) as db:
-        return dict(db.execute("SELECT member, COUNT(*) FROM llm_ledger WHERE stage=? AND cache_hit=0 GROUP BY member",
-                               (stage,)).fetchall())
+        return dict(db.execute("SELECT member, COUNT(*) FROM llm_ledger WHERE stage=? AND cache_hit=0 AND rowid>? "
+                               "GROUP BY member", (stage, LEDGER_FROM["rowid"])).fetchall())
 
 
 def stage_floors(rows: dict, cache: Path, slots: int, panel: PanelConfig) -> list[str]:
@@ -154,7 +160,7 @@ def cost_at_real_prices(cache: Path, members: list[str]) -> tuple[float, str]:
     real = real_prices()
     with sqlite3.connect(cache) as db:
         rows = db.execute("SELECT member, SUM(prompt_tokens), SUM(completion_tokens) FROM llm_ledger WHERE cache_hit=0"
-                          " GROUP BY member").fetchall()
+                          " AND rowid>? GROUP BY member", (LEDGER_FROM["rowid"],)).fetchall()
     mean_in, mean_out = (sum(r[i] for r in real) / len(real) for i in (1, 2))
     total = 0.0
     for member, prompt, completion in rows:
@@ -284,6 +290,8 @@ def main() -> int:
             cache.parent.mkdir(parents=True, exist_ok=True)
             for name in ("llm_cache.sqlite", "ocr_cache.sqlite"):
                 shutil.copyfile(Path(args.seed_cache) / "main" / "data" / name, cache.with_name(name))
+            with sqlite3.connect(cache) as db:
+                LEDGER_FROM["rowid"] = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM llm_ledger").fetchone()[0]
             print(f"caches from {args.seed_cache}: calls it answered are cache hits here", flush=True)
         # panel_cpu: this process's CPU time, which is the panel's while a stage runs; in_flight: the mean number of
         # requests in the panel over the stage's wall time

@@ -4,16 +4,22 @@ The prompts are rendered from the quarter's upstream tables exactly as the stage
 the real one), counted at 4 characters a token, and priced with each member's price (its own override, else
 litellm's bundled map). Completion tokens are the average of earlier answers to the same prompt in the ledger, or
 the member's ``max_tokens`` (an upper bound) when the ledger has none. Where a stage's own input is not there yet,
-its calls are the upper bound its upstream allows: every claim survives, every rating runs.
+its calls are the upper bound its upstream allows: every claim survives, every rating runs. Stage 7's media
+consistency rule (issue 49) is counted per rewrite from the share of its claims whose media carry their wording: read
+in stage 5's OCR cache where it has read them, else at the rate measured on the rehearsal (MEDIA_CARRY_RATE), and the
+plan says which.
 """
 
 import argparse
 import hashlib
 import json
 import math
+import re
+import sqlite3
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dagster_project.core.cost_ledger import CHARS_PER_TOKEN, IMAGE_TOKENS
 
@@ -41,6 +47,13 @@ class Estimate:
         self.prompt_tokens[member] += n * prompt_tokens
         self.completion_tokens[member] += n * completion_tokens
 
+    def merge(self, other: "Estimate", weight: float = 1.0) -> None:
+        """Adds ``other``'s calls and tokens, each times ``weight`` (the chance that they are made)."""
+        for member in other.calls:
+            self.calls[member] += weight * other.calls[member]
+            self.prompt_tokens[member] += weight * other.prompt_tokens[member]
+            self.completion_tokens[member] += weight * other.completion_tokens[member]
+
 
 def message_tokens(messages: list[dict], images: int = 0) -> int:
     chars = sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))
@@ -65,6 +78,10 @@ class Planner:
         self.demand, self.rectifying = settings["demand"], settings["rectifying"]
         self.release_rules, self.verifier = settings["release_rules"], settings["verifier"]
         self.key = PLAN_KEY  # the store's key, where it has one, replaces it (build_plan)
+        self.media_text = None  # stage 5's OCR cache, read only (an OcrCacheTexts; build_plan opens it)
+        self._carry: dict[str, tuple[float, bool]] = {}  # claim id -> (chance its media carry its wording, read?)
+        self.media_figures: dict = {}  # what stage 7's estimate assumed of the media rule (rectify), and in words:
+        self.media_note = ""
         self._render, self._media_context, self._member_evidence = render, media_context, member_evidence
         # each member's article budget, as the stages fit it
         self.budgets = evidence_budgets(llm, settings["evidence"])
@@ -73,7 +90,7 @@ class Planner:
         seen = self.history.get(template)
         if seen is None:
             seen = TYPICAL_COMPLETION.get(template, self.llm.member(member).max_tokens)
-        return int(round(min(seen, self.llm.member(member).max_tokens)))
+        return round(min(seen, self.llm.member(member).max_tokens))
 
     def ask(self, est: Estimate, member: str, template: str, media=(), n: float = 1, **inputs) -> None:
         messages = self._render(template, media=self._media_context(list(media)), **inputs)
@@ -154,11 +171,11 @@ class Planner:
 
     def to_rewrite(self, scored) -> tuple[list, list, str]:
         """The Compromised claims stage 7 will rewrite: all of them (rectify: all), or on demand the ones the release
-        lacks as Intact variants (DemandPlan), over the success rate a rewrite is expected to have; and the release
-        expected from them, with REWRITE_SUCCESS of the rewrites holding (spread evenly over the list)."""
+        lacks as Intact variants (DemandPlan), over the success rate each rewrite is expected to have (``holds``:
+        REWRITE_SUCCESS, less where the media rule may exclude it, so that more candidates are drawn); and the release
+        expected from them, the rewrites holding at those rates (spread evenly over the list)."""
         from assets.selection.demand import (
             DemandPlan,
-            held_share,
             hypothetical_variant,
             variants_wanted,
         )
@@ -172,29 +189,81 @@ class Planner:
             surplus = self.demand.rectify_surplus  # the spare variants the adversarial filter chooses among
             # and the share stage 7 then measures that the filter leaves out
             variants = variants_wanted(needed, surplus, DETECTABLE_SHARE)
-            n = min(len(demand.candidates), math.ceil(variants / REWRITE_SUCCESS))
-            chosen, how = demand.candidates[:n], (f"on demand: {needed} variants lacking of {len(compromised)} "
-                                                  f"Compromised, {surplus:.0%} spare or "
-                                                  f"{DETECTABLE_SHARE:.0%} detectable, {n} rewrites at "
-                                                  f"{REWRITE_SUCCESS:.0%} holding")
-        release, _ = demand.selection([hypothetical_variant(c) for c in held_share(chosen, REWRITE_SUCCESS)])
+            # the candidates in order until the variants expected of them cover the ones wanted: a candidate the
+            # media rule is expected to exclude gives less than REWRITE_SUCCESS, and stage 7 goes on to the next
+            chosen = drawn(demand.candidates, [self.holds(c) for c in demand.candidates], variants)
+            n, plain = len(chosen), min(len(demand.candidates), math.ceil(variants / REWRITE_SUCCESS))
+            excluded = sum(REWRITE_SUCCESS - self.holds(c) for c in chosen) / REWRITE_SUCCESS
+            how = (f"on demand: {needed} variants lacking of {len(compromised)} Compromised, {surplus:.0%} spare or "
+                   f"{DETECTABLE_SHARE:.0%} detectable, {n} rewrites at {REWRITE_SUCCESS:.0%} holding")
+            if excluded >= 0.5:
+                short = sum(self.holds(c) for c in chosen) < variants - 1e-9  # every candidate drawn, too few
+                how += f" less ~{excluded:.0f} the media rule excludes ({n - plain} more candidates drawn for them" + (
+                    ", then none left)" if short else ")")
+        release, _ = demand.selection([hypothetical_variant(c) for c in held_by(chosen, [self.holds(c) for c in chosen])])
         return chosen, release, how
 
-    def rectify(self, claims, articles, basis: str) -> Estimate:
-        from assets.claims.rectified_claims import refinements
+    def carry(self, claim) -> tuple[float, bool]:
+        """(the chance that ``claim``'s media carry its own wording, whether stage 5's OCR cache read them): 1 or 0
+        where the cache has the text of every image and video frame (the test stage 7 makes, channels.carries_wording),
+        else MEDIA_CARRY_RATE for its kind of media; 0 without media."""
+        from assets.selection.channels import carries_wording
 
+        if claim.claim_id not in self._carry:
+            texts = self.media_text(claim.media) if claim.media and self.media_text is not None else None
+            if not claim.media:
+                self._carry[claim.claim_id] = (0.0, True)
+            elif texts is not None:
+                self._carry[claim.claim_id] = (float(carries_wording(texts, claim.text)), True)
+            else:
+                kind = "video" if all(m.kind == "video" for m in claim.media) else "image"
+                self._carry[claim.claim_id] = (MEDIA_CARRY_RATE[kind], False)
+        return self._carry[claim.claim_id]
+
+    def holds(self, claim) -> float:
+        """The chance that a rewrite of ``claim`` gives a variant: REWRITE_SUCCESS, unless the media rule excludes it."""
+        excluded = media_rule(refinements_of(self.rectifying))["excluded"]
+        return REWRITE_SUCCESS * (1.0 - self.carry(claim)[0] * excluded)
+
+    def rectify(self, claims, articles, basis: str) -> Estimate:
+        """Per rewrite: the writer and the checker in each of the rounds it is expected to take, and a full re-rating.
+        Where its media carry the claim's wording (``carry``: a chance), the media consistency rule refuses drafts
+        before the checker is asked (writer calls alone), and a rewrite whose every round it refuses is excluded,
+        never re-rated (``media_rule``). ``self.media_figures`` keeps the figures and ``self.media_note`` says them."""
+        refine = refinements_of(self.rectifying)
+        rule = media_rule(refine)
         est = Estimate("rectified_claims", basis)
         first = self.llm.member_names()[0]
-        rounds = expected_rounds(refinements(self.rectifying))
+        rounds = expected_rounds(refine)
+        carry = read = read_carry = media_claims = 0.0
         for c in claims:
+            p, was_read = self.carry(c)
+            carry += p
+            media_claims += bool(c.media)
+            read += bool(c.media) and was_read
+            read_carry += was_read and p
+            writes = (1 - p) * rounds + p * (rule["refused_calls"] + rule["checked_rounds"])
+            checks = (1 - p) * rounds + p * rule["checked_rounds"]
             evidence = self.evidence(articles.get(c.review_id), c.text)
             common = {"media": c.media, "language": c.language, "claim_date": str(c.claim_date or ""),
                       "evidence": evidence[first]}
             self.ask(est, first, "rectify_claim", claim=c.text, decisive_property="veracity", justification="",
                      max_words=self.claim_rules.max_words, max_sentences=self.claim_rules.max_sentences, previous="",
-                     critique="", round=1, n=rounds, **common)  # later rounds' prompts are about as long
-            self.ask(est, first, "check_rectified", original=c.text, claim=c.text, n=rounds, **common)
-            self.rate(est, c.text, c.media, c.language, common["claim_date"], evidence)
+                     critique="", round=1, n=writes, **common)  # later rounds' prompts are about as long
+            self.ask(est, first, "check_rectified", original=c.text, claim=c.text, n=checks, **common)
+            rated = Estimate(est.stage, "")
+            self.rate(rated, c.text, c.media, c.language, common["claim_date"], evidence)
+            est.merge(rated, 1 - p * rule["excluded"])  # an excluded rewrite is not re-rated
+        self.media_figures = {
+            "rewrites": len(claims), "with_media": int(media_claims), "read_in_ocr_cache": int(read),
+            "read_carrying": int(read_carry), "expected_carrying": round(carry, 1),
+            "expected_retried": round(carry * rule["retried"], 1), "expected_excluded": round(carry * rule["excluded"], 1),
+            "carry_rate": dict(MEDIA_CARRY_RATE), "refused_first": MEDIA_REFUSED_FIRST,
+            "refused_again": MEDIA_REFUSED_AGAIN, "rounds_allowed": refine + 1, "measured_on": MEDIA_MEASURED_ON}
+        self.media_note = media_note(self.media_figures)
+        if carry >= 0.5:
+            est.basis += (f"; media rule: ~{carry:.0f} with media carrying their wording, ~{carry * rule['retried']:.0f}"
+                          f" to retry, ~{carry * rule['excluded']:.0f} excluded (see below)")
         return est
 
     def jobs(self, release) -> list[Estimate]:
@@ -242,6 +311,128 @@ def expected_rounds(refinements: int) -> float:
     """Rounds a rewrite is expected to take (a writer call and a check each) with ``refinements`` more rounds allowed
     after its first draft (stage 7's ``refinements``)."""
     return sum(REFINE_CONTINUES ** r for r in range(refinements + 1))
+
+
+# Stage 7's media consistency rule (issue 49, assets/claims/rectified_claims.media_problem): a claim whose media carry
+# its own wording (OCR overlap >= channels.MEDIA_CARRY) keeps only a rewrite that keeps those words. The rule refuses a
+# draft before the checker is asked (a writer call alone), and a claim whose every round it refuses is excluded: not
+# re-rated, no variant, and on demand another candidate takes its place.
+# Where stage 5's OCR cache has not read a claim's media (a plan before stage 5), the chance that they carry its
+# wording, by kind: on the default rehearsal of 2026-12-07 (bench/rehearsal.py --latency 0.05, fresh caches), of the
+# Compromised claims stage 6 scored, 852 of the 1,095 with images (0.78) and 62 of the 84 with videos (0.74); of all
+# its normalized claims, 1,727 of 2,224 and 128 of 169. The simulated quarter draws the claim's first 40 characters
+# into most pictures: a real quarter's screenshots and captions may differ, and a plan after stage 5 reads its own.
+MEDIA_CARRY_RATE = {"image": 0.78, "video": 0.74}
+# Of the rewrites whose media carry their claim's wording, the share whose first draft the rule refuses, and of those,
+# the share of each later round it refuses again. The writer is shown the picture's words and told to keep them
+# (prompts/rectify_claim.j2); the simulated one keeps them with PanelConfig.refine_uptake 0.7 where one of its
+# rewrites can, and none can where the detail it must change is among the words shown. The default rehearsal of
+# 2026-12-07 (--latency 0.05, fresh caches, 2 refine rounds; rectify/media_carry, media_refused in some round,
+# media_excluded): 482, 231, 197: 0.48 refused, and 197 / 231 = 0.85 = 0.92^2 of those excluded. Before the writer
+# was shown the words: 0.68 and 0.83.
+MEDIA_REFUSED_FIRST = 0.48
+MEDIA_REFUSED_AGAIN = 0.92
+MEDIA_MEASURED_ON = "the default rehearsals of 2026-12-07 (bench/rehearsal.py; simulated quarter and writer)"
+
+
+def refinements_of(rectifying) -> int:
+    from assets.claims.rectified_claims import refinements
+
+    return refinements(rectifying)
+
+
+def media_rule(refinements: int) -> dict[str, float]:
+    """What the media consistency rule is expected to cost one rewrite whose media carry its claim's wording, with
+    ``refinements`` rounds allowed after the first draft: ``refused_calls``, the writer calls it refuses (no checker
+    asked); ``checked_rounds``, the rounds with a writer call and a check once a draft passes it (each with the
+    rounds left, ``expected_rounds``); ``excluded``, the chance that it refuses every round (no variant, no
+    re-rating); ``retried``, the chance that it refuses the first draft."""
+    # refused[k]: the chance that the first k rounds were all refused by the rule (k = 0 .. refinements + 1)
+    refused = [1.0] + [MEDIA_REFUSED_FIRST * MEDIA_REFUSED_AGAIN ** k for k in range(refinements + 1)]
+    return {"refused_calls": sum(refused[1:]), "excluded": refused[-1], "retried": refused[1],
+            "checked_rounds": sum((refused[k] - refused[k + 1]) * expected_rounds(refinements - k)
+                                  for k in range(refinements + 1))}
+
+
+def media_note(f: dict) -> str:
+    """What stage 7's estimate assumed of the media rule (``Planner.media_figures``), in words."""
+    from assets.selection.channels import MEDIA_CARRY
+
+    unread = f["with_media"] - f["read_in_ocr_cache"]
+    known = [f"{f['read_in_ocr_cache']} read in stage 5's OCR cache, {f['read_carrying']} of them carrying"] \
+        if f["read_in_ocr_cache"] else []
+    if unread:
+        rates = ", ".join(f"{k} {v:.2f}" for k, v in f["carry_rate"].items())
+        known.append(f"{unread} not read yet, at the media text overlap rate of {rates}")
+    where = f"; {', '.join(known)}" if known else ""
+    return (f"{f['rewrites']} rewrites, {f['with_media']} with media: ~{f['expected_carrying']:.0f} expected to carry "
+            f"their claim's wording (OCR overlap >= {MEDIA_CARRY:g}{where}), of which ~"
+            f"{f['expected_retried']:.0f} to need a retry (a writer call, no check) and ~{f['expected_excluded']:.0f} "
+            f"to be excluded after {f['rounds_allowed']} refused rounds, not re-rated (the rule refusing "
+            f"{f['refused_first']:.0%} of first drafts and {f['refused_again']:.0%} of retries); rates measured on "
+            f"{f['measured_on']}")
+
+
+def drawn(candidates: list, holds: list[float], wanted: float) -> list:
+    """The fewest of ``candidates``, in order, whose chances of giving a variant (``holds``) add up to ``wanted``
+    variants (all of them when they never do)."""
+    total = 0.0
+    for i, h in enumerate(holds):
+        if total >= wanted - 1e-9:
+            return candidates[:i]
+        total += h
+    return list(candidates)
+
+
+def held_by(claims: list, holds: list[float]) -> list:
+    """The claims expected to hold, by their chances of holding (``holds``), spread evenly, the first one first:
+    claim i holds where the running sum of the chances passes a whole number (demand.held_share's rule, for a
+    chance per claim)."""
+    out, total = [], 0.0
+    for c, h in zip(claims, holds, strict=True):
+        if math.ceil(total + h - 1e-9) > math.ceil(total - 1e-9):
+            out.append(c)
+        total += h
+    return out
+
+
+class OcrCacheTexts:
+    """The text stage 5's OCR read in a claim's media, from its cache (``ocr_cache.sqlite`` beside the LLM cache),
+    read only, by the sha256 each stored image and video frame is named by: a list of texts as stage 7's
+    ``channels.MediaTexts`` gives them, or None where any of them was not read (the plan makes no OCR)."""
+
+    def __init__(self, path: str | Path):
+        self._conn = None
+        if not Path(path).is_file():
+            return
+        try:
+            from assets.rules.media_text import ocr_settings
+
+            self._settings = ocr_settings()
+            self._conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, check_same_thread=False)
+        except (ImportError, sqlite3.Error):
+            self._conn = None
+
+    def _text(self, path: str) -> str | None:
+        key = Path(path).stem
+        if self._conn is None or not re.fullmatch(r"[0-9a-f]{64}", key):
+            return None
+        try:
+            row = self._conn.execute("SELECT text FROM ocr_text WHERE sha256=? AND settings=?",
+                                     (key, self._settings)).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else row[0]
+
+    def __call__(self, media) -> list[str] | None:
+        texts = [self._text(p) for m in media for p in ([m.path] if m.kind == "image" else m.frame_paths)]
+        return None if any(t is None for t in texts) else texts
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
 EXPECTED_SCORE = {"intact": 1.0, "unknown": 0.0, "compromised_veracity": -1.0, "compromised_ooc": -1.0}
 
 
@@ -309,6 +500,8 @@ def build_plan(llm, settings: dict, store, quarter: str, before_stage_5: bool = 
     from assets.rules.release_order import order_key
 
     planner.key = order_key(store, create=False) or PLAN_KEY
+    # what stage 5's OCR read in the media (stage 7's media rule reads the same), where it has read them
+    planner.media_text = OcrCacheTexts(Path(llm.cache_path).with_name("ocr_cache.sqlite"))
     normalized = None if before_stage_5 else table("normalized_claims", NormalizedClaim)
     scored = None if before_stage_5 else table("scored_claims", ScoredClaim)
     if normalized is None:  # every appearance becomes a claim, with the media of the post itself (stage 5 drops
@@ -342,6 +535,7 @@ def build_plan(llm, settings: dict, store, quarter: str, before_stage_5: bool = 
     estimates = [planner.normalize(appearances, articles),
                  planner.score([c for c in claims if c.claim_id in expected], articles, basis6),
                  planner.rectify(compromised, articles, basis7), *planner.jobs(release)]
+    planner.media_text.close()
     price = prices(llm)
     stages = []
     for est in estimates:
@@ -355,6 +549,7 @@ def build_plan(llm, settings: dict, store, quarter: str, before_stage_5: bool = 
                                "cost_usd": cost}
         known = [v["cost_usd"] for v in members.values() if v["cost_usd"] is not None]
         stages.append({"stage": est.stage, "basis": est.basis, "by_member": members,
+                       **({"media_rule": planner.media_figures} if est.stage == "rectified_claims" else {}),
                        "calls": sum(v["calls"] for v in members.values()),
                        "prompt_tokens": sum(v["prompt_tokens"] for v in members.values()),
                        "completion_tokens": sum(v["completion_tokens"] for v in members.values()),
@@ -372,6 +567,7 @@ def build_plan(llm, settings: dict, store, quarter: str, before_stage_5: bool = 
             "budget_usd": llm.budget_usd, "already_spent_usd": llm.quarter_spend(),
             "prices_per_m": {m: [None if p is None else p * 1e6 for p in v] for m, v in price.items()},
             "earlier_quarters": earlier,
+            "assumptions": [f"stage 7: {planner.media_note}"],
             "note": "prompt tokens are rendered prompts / 4 chars (+1,000 per image for vision members); calls already "
                     "in the cache are counted, so a resumed quarter costs less"}
 
@@ -387,8 +583,9 @@ def format_plan(plan: dict) -> str:
     lines.append(f"{'total':<18}{total['calls']:>9,}{'':>25}{total['cost_usd']:>12.4f}"
                  + ("" if total["cost_complete"] else "  (some member has no known price)"))
     lines.append("")
+    lines.extend(f"  {line}" for line in plan.get("assumptions", []))
     for member, (pin, pout) in plan["prices_per_m"].items():
-        fmt = lambda v: "?" if v is None else f"{v:.3f}"  # noqa: E731
+        fmt = lambda v: "?" if v is None else f"{v:.3f}"
         lines.append(f"  {member}: ${fmt(pin)} / ${fmt(pout)} per million input / output tokens")
     if plan["budget_usd"] is not None:
         left = plan["budget_usd"] - plan["already_spent_usd"]
