@@ -78,13 +78,8 @@ def publish(store: StoreResource, media: MediaStore, quarter: str, version: str,
     return store.publish_release(quarter, staging)
 
 
-def annotate(config: str, folder: Path, quarter: str, wrong: int) -> None:
-    """`veritas audit export`, two annotators' answers (the first ``wrong`` sampled claims labelled otherwise) and
-    `veritas audit import`, which computes the audit."""
-    out = folder / f"tasks-{quarter}"
-    assert main(["--config", config, "audit", "export", "--quarter", quarter, "--out", str(out)]) == 0
-    tasks = json.loads((out / "tasks.json").read_text())
-    release = StoreResource(**load_config(config)["store"]).latest_release(quarter)
+def release_answers(release: Path, tasks: list[dict], annotators, wrong: int = 0) -> dict:
+    """Each annotator gives each task's claim its release label, certain (the first ``wrong`` tasks the opposite)."""
     claims = {c["id"]: c for c in json.loads((release / "claims.json").read_text())["claims"]}
     answers = {}
     for n, task in enumerate(tasks):
@@ -94,8 +89,18 @@ def annotate(config: str, folder: Path, quarter: str, wrong: int) -> None:
         given = {("veracity", -1): (CATEGORY[s], "certain"), ("context_coverage", -1): (CATEGORY[s], "certain")}
         for i, _ in enumerate(claim["media"]):
             given |= {("authenticity", i): ("positive", "certain"), ("contextualization", i): (CATEGORY[s], "certain")}
-        answers[claim["id"]] = {a: dict(given) for a in ANNOTATORS}
-    (out / "export.json").write_text(json.dumps(to_export(tasks, answers)))
+        answers[claim["id"]] = {a: dict(given) for a in annotators}
+    return answers
+
+
+def annotate(config: str, folder: Path, quarter: str, wrong: int) -> None:
+    """`veritas audit export`, two annotators' answers (the first ``wrong`` sampled claims labelled otherwise) and
+    `veritas audit import`, which computes the audit."""
+    out = folder / f"tasks-{quarter}"
+    assert main(["--config", config, "audit", "export", "--quarter", quarter, "--out", str(out)]) == 0
+    tasks = json.loads((out / "tasks.json").read_text())
+    release = StoreResource(**load_config(config)["store"]).latest_release(quarter)
+    (out / "export.json").write_text(json.dumps(to_export(tasks, release_answers(release, tasks, ANNOTATORS, wrong))))
     assert main(["--config", config, "audit", "import", str(out / "export.json"), "--quarter", quarter]) == 0
 
 

@@ -39,12 +39,11 @@ from dagster_project.partitions import to_key
 from dagster_project.resources.media import MediaStore
 from dagster_project.resources.store import StoreResource
 from tests.conftest import write_demo_config
-from tests.test_audit_display import jpeg, publish
+from tests.test_audit_display import jpeg, publish, release_answers
 
 OFFLINE, POLLED = "2025Q3", "2025Q4"  # the first quarter's answers come as files, the second's from the server
 ANNOTATORS = ("ann-1@example.org", "ann-2@example.org")
 SAMPLE = 8
-CATEGORY = {1.0: "positive", -1.0: "negative", 0.0: "unknown"}
 TOKEN_ENV = "VERITAS_TEST_AUDIT_SENSOR_TOKEN"
 
 # ---- what a real Label Studio 1.23.2 answered (label-studio==1.23.2 on loopback, the SDK 2.1.2's requests) ----------
@@ -113,18 +112,7 @@ def tasks_of(world, quarter: str) -> list[dict]:
 
 def answers(world, quarter: str, annotators=ANNOTATORS, wrong: int = 0) -> dict:
     """Each annotator gives each sampled claim its release label, certain (the first ``wrong`` claims the opposite)."""
-    release = world["store"].latest_release(quarter)
-    claims = {c["id"]: c for c in json.loads((release / "claims.json").read_text())["claims"]}
-    out = {}
-    for n, task in enumerate(tasks_of(world, quarter)):
-        claim = claims[task["data"]["claim_id"]]
-        s = claim["integrity"]["score"]
-        s = (-1.0 if s >= 0 else 1.0) if n < wrong else s
-        given = {("veracity", -1): (CATEGORY[s], "certain"), ("context_coverage", -1): (CATEGORY[s], "certain")}
-        for i, _ in enumerate(claim["media"]):
-            given |= {("authenticity", i): ("positive", "certain"), ("contextualization", i): (CATEGORY[s], "certain")}
-        out[claim["id"]] = {a: dict(given) for a in annotators}
-    return out
+    return release_answers(world["store"].latest_release(quarter), tasks_of(world, quarter), annotators, wrong)
 
 
 def import_file(world, quarter: str, given: dict, name: str) -> dict:

@@ -323,8 +323,10 @@ def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings,
     """``select_release`` after adversarial filtering: the rewrites are kept so that a classifier's scores of them
     match the natural Compromised claims' (the text and the channels beyond it, the media's text with
     ``media_text``, a ``channels.MediaTexts``), as many as match and at least as many as the selection uses (unless
-    a short release is allowed), and taken in the filter's matched order. Returns the chosen claims, the
-    selection's report and the filter's."""
+    a short release is allowed), and taken in the filter's matched order. With ``media_text``, the selection is
+    then drawn once more with the Compromised half's media claims stratified to the share of the Intact half's whose
+    media carry their own wording (``select_release``'s ``stratum``), where that keeps the release's size. Returns the
+    chosen claims, the selection's report and the filter's."""
     args = (release_rules.release_size, release_rules.media_share, release_rules.text_duplicate_similarity,
             claim_rules.near_duplicate_distance)
     if not any(c.variant == "rectified" for c in pool):
