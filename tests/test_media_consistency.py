@@ -209,7 +209,7 @@ def test_the_compromised_half_takes_as_many_claims_whose_media_carry_their_words
     args = dict(size=240, media_share=1.0, similarity=92, dedupe=False, key=ORDER_KEY)  # every Intact claim
     plain, _ = select_release(compromised + intact, **args)
     assert share(plain, "compromised") > 0.5 and share(plain, "intact") == 0.4
-    chosen, report = select_release(compromised + intact, **args, stratum=(inside, 0.4))
+    chosen, report = select_release(compromised + intact, **args, stratum=inside)  # the Intact half has 0.4
     assert share(chosen, "compromised") == 0.4 and len(chosen) == 240
     assert report["stratum_share_of_media"] == {"compromised": 0.4, "intact": 0.4}
     rank = selection_rank(ORDER_KEY)

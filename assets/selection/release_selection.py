@@ -160,13 +160,14 @@ def select_release(
     scores, neither the least nor the most detectable first; see assets/selection/adversarial.py), else in the
     secret rank. ``dedupe`` off: the claims are free of near-duplicates already.
 
-    ``stratum``: (claim -> bool, share): the Compromised half's media claims are drawn per stratum, each from the front
-    of the secret rank, so that ``share`` of them are in it, or as near as leaves the Intact half whole (it keeps the
-    variants of the claims the Compromised half leaves). The release passes "its media carry its own wording"
-    (``channels.carries_wording``) and the share of the Intact half's media claims: stage 7 cannot rewrite every claim
-    whose media show its words (a rewrite must keep them), so its rewrites carry their words less often than natural
-    claims do (on the default rehearsal 46% against 53% of the Compromised half: that told rewrites from natural
-    Compromised claims at balanced accuracy 0.56 against 0.50 +- 0.05).
+    ``stratum`` (claim -> bool): the Compromised half's media claims are then drawn again per stratum, each from the
+    front of the secret rank, so that the stratum's share of them is that of the Intact half's media claims as first
+    drawn, or as near as leaves the Intact half whole (it keeps the variants of the claims the Compromised half
+    leaves). The release passes "its media carry its own wording" (``channels.carries_wording``): stage 7 cannot
+    rewrite every claim whose media show its words (a rewrite must keep them), so its rewrites carry their words less
+    often than natural claims do (on the default rehearsal 46% against 53% of the Compromised half: that told
+    rewrites from natural Compromised claims at balanced accuracy 0.56 against 0.50 +- 0.05). The stratum never
+    changes the release's size.
     """
     rank = selection_rank(key)
     if dedupe:
@@ -235,26 +236,25 @@ def select_release(
     chosen_compromised = compromised_half(n, quotas[0])
     chosen_intact = _pick(intact_for(chosen_compromised), n, quotas[1])
     strata = None
-    if stratum is not None and quotas[0] and quotas[1]:
-        inside, share = stratum
-
+    intact_media = [c for c in chosen_intact if c.media]
+    if stratum is not None and quotas[0] and intact_media:
         def draw(count: int) -> tuple[list, list] | None:
             """The halves with ``count`` Compromised media claims in the stratum; None where the Intact half falls
             short of its claims or its media quota."""
-            media = _stratified_media(c_media, quotas[0], count, inside)
+            media = _stratified_media(c_media, quotas[0], count, stratum)
             half = media + c_text[: n - len(media)]
             intact = _pick(intact_for(half), n, quotas[1])
             ok = len(half) == n and len(intact) == n and sum(bool(c.media) for c in intact) >= quotas[1]
             return (half, intact) if ok else None
 
-        have = sum(map(inside, (c for c in chosen_compromised if c.media)))
-        want = round(quotas[0] * share)
+        have = sum(map(stratum, (c for c in chosen_compromised if c.media)))
+        want = round(quotas[0] * sum(map(stratum, intact_media)) / len(intact_media))
         step = 1 if want > have else -1
         for count in range(want, have, -step):  # the nearest count to the share that leaves the Intact half whole
             if (found := draw(count)) is not None:
                 chosen_compromised, chosen_intact = found
                 break
-        strata = {half: round(sum(map(inside, m)) / len(m), 4) if (m := [c for c in cs if c.media]) else None
+        strata = {half: round(sum(map(stratum, m)) / len(m), 4) if (m := [c for c in cs if c.media]) else None
                   for half, cs in (("compromised", chosen_compromised), ("intact", chosen_intact))}
     chosen = chosen_compromised + chosen_intact + _pick(unknown, n_unknown, quotas[2])
     report = {
@@ -323,10 +323,10 @@ def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings,
     """``select_release`` after adversarial filtering: the rewrites are kept so that a classifier's scores of them
     match the natural Compromised claims' (the text and the channels beyond it, the media's text with
     ``media_text``, a ``channels.MediaTexts``), as many as match and at least as many as the selection uses (unless
-    a short release is allowed), and taken in the filter's matched order. With ``media_text``, the selection is
-    then drawn once more with the Compromised half's media claims stratified to the share of the Intact half's whose
-    media carry their own wording (``select_release``'s ``stratum``), where that keeps the release's size. Returns the
-    chosen claims, the selection's report and the filter's."""
+    a short release is allowed), and taken in the filter's matched order. With ``media_text``, the final selection
+    draws the Compromised half's media claims stratified to the share of the Intact half's whose media carry their
+    own wording (``select_release``'s ``stratum``). Returns the chosen claims, the selection's report and the
+    filter's."""
     args = (release_rules.release_size, release_rules.media_share, release_rules.text_duplicate_similarity,
             claim_rules.near_duplicate_distance)
     if not any(c.variant == "rectified" for c in pool):
@@ -350,8 +350,9 @@ def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings,
                               stratum=stratum)
 
     # where what it kept cannot fill the selection's quotas (near-duplicates and the media quotas take some), the
-    # next ones it left out come back, as few as bring the size back
-    chosen, report = select(0)
+    # next ones it left out come back, as few as bring the size back (the stratum never changes the size)
+    carry = carrying(media_text) if media_text is not None else None  # the halves' media carry their words alike
+    chosen, report = select(0, carry)
     restored = 0
     if report["feasible_size"] < unfiltered["feasible_size"] and not release_rules.allow_short_release:
         restored, high = 1, len(left_out)
@@ -361,13 +362,5 @@ def select_undetectable(pool: list[ScoredClaim], release_rules: ReleaseSettings,
                 high = mid
             else:
                 restored = mid + 1
-        chosen, report = select(restored)
-    if media_text is not None:  # then the Compromised half's media carry their words as often as the Intact half's
-        inside = carrying(media_text)
-        intact = [c for c in chosen if c.media and c.integrity.label == "intact"]
-        if intact:
-            share = sum(map(inside, intact)) / len(intact)
-            stratified, again = select(restored, (inside, share))
-            if again["feasible_size"] >= report["feasible_size"]:
-                chosen, report = stratified, again
+        chosen, report = select(restored, carry)
     return chosen, report, {**adversarial, "needed": needed, "restored": restored}
