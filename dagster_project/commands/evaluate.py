@@ -259,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # the release first: its faults are named as the release's, never as the predictions'
         releases = find_releases(Path(args.release))
         gold = {q: load_release(folder) for q, folder in releases.items()}
+        scored = {q: release_identity(folder) for q, folder in releases.items()}  # the version each report scored
     except (ValueError, FileNotFoundError) as err:
         print(f"veritas evaluate: the release (--release {args.release}) cannot be used: {err}", file=sys.stderr)
         return 2
@@ -301,15 +302,10 @@ def run(args: argparse.Namespace) -> int:
               "give a quarter (2024Q4) or a date (2024-06-30) there, or pass --cutoff", file=sys.stderr)
         return 2
     recurring = {q: set(recurring_ids(folder)) for q, folder in releases.items()}  # left out of the after-cut-off view
-    try:
-        scored = {q: release_identity(folder) for q, folder in releases.items()}
-    except ValueError as err:
-        print(f"veritas evaluate: the release (--release {args.release}) cannot be used: {err}", file=sys.stderr)
-        return 2
     for system in systems:
         data = {q: (g, [p for p in predictions if p.quarter == q and p.system == system]) for q, g in gold.items()}
         full = evaluate_quarters(data, cutoff, system, recurring)
-        full["releases"] = scored  # the version of each quarter's release the report scored
+        full["releases"] = scored
         if contamination is not None:
             keep = controlled_ids(contamination, [c.id for g in gold.values() for c in g])
             controlled = {q: ([c for c in g if c.id in keep], ps) for q, (g, ps) in data.items()}
