@@ -136,6 +136,37 @@ def _fine_distance(a: str, b: str) -> int:
     return bin(int(a, 16) ^ int(b, 16)).count("1")
 
 
+TEXT_BY_SHA256 = "SELECT text FROM ocr_text WHERE sha256=? AND settings=?"  # an image's text, by its bytes' sha256
+
+
+class CachedText:
+    """What ``TextCache`` holds for an image's sha256, read only: no OCR runs and nothing is written (``veritas plan``
+    writes no data dir). None where the cache has not read it, the key is no sha256, or there is no cache."""
+
+    def __init__(self, path: str | Path):
+        self._conn = None
+        if not Path(path).is_file():
+            return
+        try:
+            self._settings = ocr_settings()
+            self._conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, check_same_thread=False)
+        except (ImportError, sqlite3.Error):  # the OCR package missing (its version names the cache's settings)
+            self._conn = None
+
+    def __call__(self, sha256: str) -> str | None:
+        if self._conn is None or len(sha256) != 64 or not all(ch in "0123456789abcdef" for ch in sha256):
+            return None
+        try:
+            row = self._conn.execute(TEXT_BY_SHA256, (sha256, self._settings)).fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else row[0]
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+
 class TextCache:
     """The text read from each image, kept in SQLite by the OCR's settings and the image's sha256, or else its
     perceptual hashes and size (image_hashes, FINE_DISTANCE): a re-run, a second claim showing the same image, or a
@@ -167,8 +198,7 @@ class TextCache:
     def read_text(self, jpeg: bytes) -> str:
         key = hashlib.sha256(jpeg).hexdigest()
         with self._lock:
-            row = self._conn.execute("SELECT text FROM ocr_text WHERE sha256=? AND settings=?",
-                                     (key, self._settings)).fetchone()
+            row = self._conn.execute(TEXT_BY_SHA256, (key, self._settings)).fetchone()
         if row is not None:
             self.hits += 1
             return row[0]

@@ -104,6 +104,30 @@ def shown_words(texts: list[str], claim: str, limit: int = 60) -> str:
     return " ".join(best.split())[:limit]
 
 
+def media_files(media) -> list[str]:
+    """The stored files whose text a claim's media show: each image, each video's key frames."""
+    return [p for m in media for p in ([m.path] if m.kind == "image" else m.frame_paths)]
+
+
+class CachedMediaTexts:
+    """``MediaTexts``' answer from stage 5's OCR cache alone, read only (``media_text.CachedText``; a stored file is
+    named by its sha256): the texts, or None where any of the claim's files was not read there. No OCR runs."""
+
+    def __init__(self, cache_path):
+        from assets.rules.media_text import CachedText
+
+        self._text = CachedText(cache_path)
+
+    def __call__(self, media) -> list[str] | None:
+        from pathlib import Path
+
+        texts = [self._text(Path(p).stem) for p in media_files(media)]
+        return None if any(t is None for t in texts) else texts
+
+    def close(self) -> None:
+        self._text.close()
+
+
 class MediaTexts:
     """The text in a claim's media as stage 5's OCR read it: one text per image, one per video frame, read through
     ``read_text`` (a ``TextCache``'s: what stage 5 read comes from its cache, anything else is read now) from the files
@@ -123,7 +147,7 @@ class MediaTexts:
 
     def __call__(self, media) -> list[str] | None:
         try:
-            return [self._one(p) for m in media for p in ([m.path] if m.kind == "image" else m.frame_paths)]
+            return [self._one(p) for p in media_files(media)]
         except (OSError, ValueError, KeyError):
             self.unread += 1
             return None

@@ -14,8 +14,6 @@ import argparse
 import hashlib
 import json
 import math
-import re
-import sqlite3
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -78,7 +76,7 @@ class Planner:
         self.demand, self.rectifying = settings["demand"], settings["rectifying"]
         self.release_rules, self.verifier = settings["release_rules"], settings["verifier"]
         self.key = PLAN_KEY  # the store's key, where it has one, replaces it (build_plan)
-        self.media_text = None  # stage 5's OCR cache, read only (an OcrCacheTexts; build_plan opens it)
+        self.media_text = None  # stage 5's OCR cache, read only (a channels.CachedMediaTexts; build_plan opens it)
         self._carry: dict[str, tuple[float, bool]] = {}  # claim id -> (chance its media carry its wording, read?)
         self.media_figures: dict = {}  # what stage 7's estimate assumed of the media rule (rectify), and in words:
         self.media_note = ""
@@ -396,43 +394,6 @@ def held_by(claims: list, holds: list[float]) -> list:
     return out
 
 
-class OcrCacheTexts:
-    """The text stage 5's OCR read in a claim's media, from its cache (``ocr_cache.sqlite`` beside the LLM cache),
-    read only, by the sha256 each stored image and video frame is named by: a list of texts as stage 7's
-    ``channels.MediaTexts`` gives them, or None where any of them was not read (the plan makes no OCR)."""
-
-    def __init__(self, path: str | Path):
-        self._conn = None
-        if not Path(path).is_file():
-            return
-        try:
-            from assets.rules.media_text import ocr_settings
-
-            self._settings = ocr_settings()
-            self._conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, check_same_thread=False)
-        except (ImportError, sqlite3.Error):
-            self._conn = None
-
-    def _text(self, path: str) -> str | None:
-        key = Path(path).stem
-        if self._conn is None or not re.fullmatch(r"[0-9a-f]{64}", key):
-            return None
-        try:
-            row = self._conn.execute("SELECT text FROM ocr_text WHERE sha256=? AND settings=?",
-                                     (key, self._settings)).fetchone()
-        except sqlite3.Error:
-            return None
-        return None if row is None else row[0]
-
-    def __call__(self, media) -> list[str] | None:
-        texts = [self._text(p) for m in media for p in ([m.path] if m.kind == "image" else m.frame_paths)]
-        return None if any(t is None for t in texts) else texts
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-
-
 EXPECTED_SCORE = {"intact": 1.0, "unknown": 0.0, "compromised_veracity": -1.0, "compromised_ooc": -1.0}
 
 
@@ -501,7 +462,9 @@ def build_plan(llm, settings: dict, store, quarter: str, before_stage_5: bool = 
 
     planner.key = order_key(store, create=False) or PLAN_KEY
     # what stage 5's OCR read in the media (stage 7's media rule reads the same), where it has read them
-    planner.media_text = OcrCacheTexts(Path(llm.cache_path).with_name("ocr_cache.sqlite"))
+    from assets.selection.channels import CachedMediaTexts
+
+    planner.media_text = CachedMediaTexts(Path(llm.cache_path).with_name("ocr_cache.sqlite"))
     normalized = None if before_stage_5 else table("normalized_claims", NormalizedClaim)
     scored = None if before_stage_5 else table("scored_claims", ScoredClaim)
     if normalized is None:  # every appearance becomes a claim, with the media of the post itself (stage 5 drops
